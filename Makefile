@@ -1,0 +1,30 @@
+# Kubebuilder-style entry points. Every target runs through hack/node-env.sh, which installs
+# Node.js 24 when the machine's node is older and keeps node_modules in step with the lockfile.
+SHELL := bash
+NODE_ENV := bash hack/node-env.sh
+
+.PHONY: test test-unit lint format build control-plane clean help
+
+help: ## Show the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+test: ## Build (or reuse) the test control plane, then run every unit and integration test
+	@$(NODE_ENV) node test/run.ts $(ARGS)
+
+test-unit: ## Unit tests only (no control plane needed)
+	@$(NODE_ENV) node test/run.ts --unit $(ARGS)
+
+lint: ## Biome lint + format check and the TypeScript type check
+	@$(NODE_ENV) npm run --silent lint
+
+format: ## Format the sources with Biome
+	@$(NODE_ENV) npm run --silent format
+
+build: ## Compile to dist/
+	@$(NODE_ENV) npm run --silent build
+
+control-plane: ## Build kube-apiserver, kube-controller-manager and etcd into the cache (once)
+	@bash hack/build-control-plane.sh
+
+clean: ## Remove build output (not the binary caches)
+	rm -rf dist

@@ -1,0 +1,391 @@
+import { spawn } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import https from 'node:https';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { KubeConfig } from '@kubernetes/client-node';
+import { type ManagedProcess, startManagedProcess } from './processes.ts';
+
+/**
+ * A real etcd + kube-apiserver (+ kube-controller-manager) on loopback, for tests and the sandbox.
+ * Binaries come from TEST_ASSET_* / KUBEBUILDER_ASSETS / paddock's cache, or are built once
+ * from the Go module proxy by hack/build-control-plane.sh.
+ */
+
+export const KUBERNETES_VERSION = 'v1.36.3';
+export const ETCD_VERSION = 'v3.6.16';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export interface ControlPlaneBinaries {
+  kubeApiserver: string;
+  etcd: string;
+  /** Absent when only envtest assets without a controller-manager were found and no build was allowed. */
+  kubeControllerManager?: string;
+}
+
+export interface ControlPlaneOptions {
+  /** Also run kube-controller-manager (workload controllers, garbage collection, namespaces). */
+  controllerManager?: boolean;
+  /** Spawn-to-ready limit per component. */
+  startTimeoutMs?: number;
+  /** Progress lines (binary build, start-up); defaults to stderr. */
+  log?: (line: string) => void;
+}
+
+export interface ControlPlane {
+  readonly kubeconfigPath: string;
+  readonly kubeConfig: KubeConfig;
+  readonly server: string;
+  readonly dataDir: string;
+  readonly controllerManager: boolean;
+  /** Stops and restarts kube-apiserver on the same port, keeping etcd (for reconnect tests). */
+  restartApiServer(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function defaultCacheDir(): string {
+  const base = process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
+  return path.join(base, 'paddock', 'k8s', `${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}`);
+}
+
+function firstExisting(...candidates: (string | undefined)[]): string | undefined {
+  return candidates.find((c) => c !== undefined && c !== '' && existsSync(c));
+}
+
+/** Finds binaries without building anything. */
+export function findBinaries(): Partial<ControlPlaneBinaries> {
+  const assets = process.env.KUBEBUILDER_ASSETS;
+  const cache = process.env.K8S_BIN_DIR || defaultCacheDir();
+  const inDir = (dir: string | undefined, name: string) => (dir ? path.join(dir, name) : undefined);
+  const found: Partial<ControlPlaneBinaries> = {};
+  const apiserver = firstExisting(
+    process.env.TEST_ASSET_KUBE_APISERVER,
+    inDir(assets, 'kube-apiserver'),
+    inDir(cache, 'kube-apiserver'),
+  );
+  const etcd = firstExisting(process.env.TEST_ASSET_ETCD, inDir(assets, 'etcd'), inDir(cache, 'etcd'));
+  const kcm = firstExisting(
+    process.env.TEST_ASSET_KUBE_CONTROLLER_MANAGER,
+    inDir(assets, 'kube-controller-manager'),
+    inDir(cache, 'kube-controller-manager'),
+  );
+  if (apiserver) found.kubeApiserver = apiserver;
+  if (etcd) found.etcd = etcd;
+  if (kcm) found.kubeControllerManager = kcm;
+  return found;
+}
+
+/**
+ * Returns usable binaries, building the missing ones from the Go module proxy (minutes, once).
+ * The build script skips binaries whose `--version` already matches the pinned one.
+ */
+export async function ensureBinaries(opts: { needControllerManager: boolean; log?: (l: string) => void }) {
+  const found = findBinaries();
+  if (found.kubeApiserver && found.etcd && (found.kubeControllerManager || !opts.needControllerManager)) {
+    return found as ControlPlaneBinaries;
+  }
+  const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const script = path.join(repoRoot, 'hack', 'build-control-plane.sh');
+  const dir = await new Promise<string>((resolve, reject) => {
+    const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      for (const line of d.toString().split('\n')) if (line.trim()) log(line);
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (code === 0) resolve(out.trim().split('\n').pop() ?? '');
+      else reject(new Error(`hack/build-control-plane.sh failed with exit code ${code}`));
+    });
+  });
+  return {
+    kubeApiserver: found.kubeApiserver ?? path.join(dir, 'kube-apiserver'),
+    etcd: found.etcd ?? path.join(dir, 'etcd'),
+    kubeControllerManager: found.kubeControllerManager ?? path.join(dir, 'kube-controller-manager'),
+  };
+}
+
+export async function freePort(): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface ProbeResult {
+  status: number;
+  body: string;
+}
+
+function httpsGet(url: string, token: string, ca?: Buffer): Promise<ProbeResult> {
+  return new Promise((resolve, reject) => {
+    const req = https.get(
+      url,
+      {
+        headers: { authorization: `Bearer ${token}` },
+        ...(ca ? { ca } : { rejectUnauthorized: false }),
+        timeout: 5_000,
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => {
+          body += d.toString();
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+async function httpGetStatus(url: string): Promise<number> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+    await res.arrayBuffer();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+async function waitFor(
+  what: string,
+  proc: ManagedProcess,
+  logFile: string,
+  timeoutMs: number,
+  check: () => Promise<boolean>,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!proc.running()) {
+      throw new Error(`${what} exited during start-up; last log lines:\n${await tail(logFile)}`);
+    }
+    if (await check().catch(() => false)) return;
+    await sleep(100);
+  }
+  throw new Error(`${what} not ready after ${timeoutMs} ms; last log lines:\n${await tail(logFile)}`);
+}
+
+async function tail(file: string, lines = 30): Promise<string> {
+  try {
+    return (await readFile(file, 'utf8')).trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+const CONTROLLERS = [
+  'garbage-collector-controller',
+  'namespace-controller',
+  'replicaset-controller',
+  'deployment-controller',
+  'statefulset-controller',
+  'serviceaccount-controller',
+  'job-controller',
+  'endpointslice-controller',
+  'disruption-controller',
+  'root-ca-certificate-publisher-controller',
+  'persistentvolume-binder-controller',
+].join(',');
+
+export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const log = options.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const withKcm = options.controllerManager ?? false;
+  const timeout = options.startTimeoutMs ?? 60_000;
+  const bins = await ensureBinaries({ needControllerManager: withKcm, log });
+  if (withKcm && !bins.kubeControllerManager) throw new Error('kube-controller-manager binary not available');
+
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'paddock-cp-'));
+  const pki = path.join(dir, 'pki');
+  await mkdir(pki, { recursive: true });
+  const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
+
+  const adminToken = randomBytes(24).toString('hex');
+  const { privateKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+  });
+  const saKey = path.join(dir, 'sa.key');
+  await writeFile(saKey, privateKey, { mode: 0o600 });
+  await writeFile(
+    path.join(dir, 'tokens.csv'),
+    `${adminToken},paddock-test-admin,paddock-test-admin,system:masters\n`,
+    {
+      mode: 0o600,
+    },
+  );
+
+  const procs: ManagedProcess[] = [];
+  const stopAll = async () => {
+    for (const p of [...procs].reverse()) await p.stop();
+  };
+
+  const etcdLog = path.join(dir, 'etcd.log');
+  const startEtcd = async () => {
+    const etcd = startManagedProcess({
+      name: 'etcd',
+      command: bins.etcd,
+      logFile: etcdLog,
+      args: [
+        '--name=default',
+        `--data-dir=${path.join(dir, 'etcd')}`,
+        `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
+        `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
+        `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
+        '--listen-metrics-urls=',
+        '--unsafe-no-fsync=true',
+        '--log-level=warn',
+      ],
+    });
+    procs.push(etcd);
+    await waitFor('etcd', etcd, etcdLog, timeout, async () => {
+      return (await httpGetStatus(`http://127.0.0.1:${etcdPort}/health`)) === 200;
+    });
+    return etcd;
+  };
+
+  const apiLog = path.join(dir, 'kube-apiserver.log');
+  const server = `https://127.0.0.1:${apiPort}`;
+  const startApiServer = async () => {
+    const api = startManagedProcess({
+      name: 'kube-apiserver',
+      command: bins.kubeApiserver,
+      logFile: apiLog,
+      args: [
+        `--etcd-servers=http://127.0.0.1:${etcdPort}`,
+        '--bind-address=127.0.0.1',
+        `--secure-port=${apiPort}`,
+        '--advertise-address=127.0.0.1',
+        `--cert-dir=${pki}`,
+        `--token-auth-file=${path.join(dir, 'tokens.csv')}`,
+        `--service-account-issuer=${server}`,
+        `--service-account-key-file=${saKey}`,
+        `--service-account-signing-key-file=${saKey}`,
+        '--service-cluster-ip-range=10.0.0.0/24',
+        '--authorization-mode=RBAC',
+        '--disable-admission-plugins=ServiceAccount',
+        '--allow-privileged=true',
+        '--endpoint-reconciler-type=none',
+        '--v=1',
+      ],
+    });
+    procs.push(api);
+    await waitFor('kube-apiserver', api, apiLog, timeout, async () => {
+      const r = await httpsGet(`${server}/readyz`, adminToken);
+      return r.status === 200;
+    });
+    return api;
+  };
+
+  try {
+    const started = Date.now();
+    await startEtcd();
+    let api = await startApiServer();
+    const caPath = path.join(pki, 'apiserver.crt');
+    const ca = await readFile(caPath);
+    const deadline = Date.now() + 10_000;
+    while ((await httpsGet(`${server}/api/v1/namespaces/default`, adminToken, ca)).status !== 200) {
+      if (Date.now() > deadline) throw new Error('namespace "default" never appeared');
+      await sleep(50);
+    }
+
+    const kubeconfigPath = path.join(dir, 'kubeconfig');
+    const kubeconfigYaml = [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters:',
+      '- name: paddock-test',
+      `  cluster: {server: "${server}", certificate-authority: "${caPath}"}`,
+      'users:',
+      '- name: paddock-test-admin',
+      `  user: {token: "${adminToken}"}`,
+      'contexts:',
+      '- name: paddock-test',
+      '  context: {cluster: paddock-test, user: paddock-test-admin, namespace: default}',
+      'current-context: paddock-test',
+      '',
+    ].join('\n');
+    await writeFile(kubeconfigPath, kubeconfigYaml, { mode: 0o600 });
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(kubeconfigPath);
+
+    if (withKcm && bins.kubeControllerManager) {
+      const kcmLog = path.join(dir, 'kube-controller-manager.log');
+      const kcm = startManagedProcess({
+        name: 'kube-controller-manager',
+        command: bins.kubeControllerManager,
+        logFile: kcmLog,
+        args: [
+          `--kubeconfig=${kubeconfigPath}`,
+          '--leader-elect=false',
+          '--secure-port=0',
+          `--controllers=${CONTROLLERS}`,
+          `--service-account-private-key-file=${saKey}`,
+          `--root-ca-file=${caPath}`,
+          '--use-service-account-credentials=false',
+          '--kube-api-qps=200',
+          '--kube-api-burst=400',
+          '--concurrent-statefulset-syncs=10',
+          '--concurrent-gc-syncs=20',
+          '--v=1',
+        ],
+      });
+      procs.push(kcm);
+      // The serviceaccount controller creating `default/default` means KCM is up and syncing.
+      await waitFor('kube-controller-manager', kcm, kcmLog, timeout, async () => {
+        const r = await httpsGet(
+          `${server}/api/v1/namespaces/default/serviceaccounts/default`,
+          adminToken,
+          ca,
+        );
+        return r.status === 200;
+      });
+    }
+    const version = JSON.parse((await httpsGet(`${server}/version`, adminToken, ca)).body) as {
+      gitVersion?: string;
+    };
+    log(
+      `[control-plane] kube-apiserver ${version.gitVersion ?? '?'} ready at ${server}` +
+        `${withKcm ? ' with kube-controller-manager' : ''} in ${Date.now() - started} ms (data ${dir})`,
+    );
+
+    return {
+      kubeconfigPath,
+      kubeConfig,
+      server,
+      dataDir: dir,
+      controllerManager: withKcm,
+      async restartApiServer() {
+        await api.stop();
+        procs.splice(procs.indexOf(api), 1);
+        api = await startApiServer();
+      },
+      async stop() {
+        await stopAll();
+        if (!process.env.PADDOCK_KEEP_CONTROL_PLANE_DATA) await rm(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
