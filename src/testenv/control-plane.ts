@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import net from 'node:net';
@@ -43,6 +43,8 @@ export interface ControlPlane {
   readonly server: string;
   readonly dataDir: string;
   readonly controllerManager: boolean;
+  /** Process IDs of the running components (for leak checks). */
+  pids(): number[];
   /** Stops and restarts kube-apiserver on the same port, keeping etcd (for reconnect tests). */
   restartApiServer(): Promise<void>;
   stop(): Promise<void>;
@@ -233,8 +235,12 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   );
 
   const procs: ManagedProcess[] = [];
+  // If nobody calls stop(), the processes die with us (processes.ts) and the data goes too.
+  const removeDataOnExit = () => rmSync(dir, { recursive: true, force: true });
+  process.once('exit', removeDataOnExit);
   const stopAll = async () => {
     for (const p of [...procs].reverse()) await p.stop();
+    process.off('exit', removeDataOnExit);
   };
 
   const etcdLog = path.join(dir, 'etcd.log');
@@ -374,6 +380,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       server,
       dataDir: dir,
       controllerManager: withKcm,
+      pids: () => procs.filter((p) => p.running()).map((p) => p.pid),
       async restartApiServer() {
         await api.stop();
         procs.splice(procs.indexOf(api), 1);

@@ -83,6 +83,10 @@ export function startManagedProcess(opts: StartOptions): ManagedProcess {
   });
   child.stdout?.pipe(log, { end: false });
   child.stderr?.pipe(log, { end: false });
+  // A finished test file must be able to exit while these run; the exit handler then kills them.
+  child.unref();
+  (child.stdout as unknown as { unref?: () => void } | null)?.unref?.();
+  (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
   if (child.pid === undefined) throw new Error(`${opts.name}: could not be started`);
   const pid = child.pid;
   let alive = true;

@@ -1,0 +1,213 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import {
+  ApiextensionsV1Api,
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1CustomResourceDefinition,
+  Watch,
+} from '@kubernetes/client-node';
+import { parse } from 'yaml';
+import { startControlPlane } from '../src/testenv/control-plane.ts';
+import { eventually, namespaceFixture, type TestCluster } from './support/cluster.ts';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+/** Alive and not a zombie waiting for a reaper (an orphan's zombie has already exited). */
+function processAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+describe('test control plane', () => {
+  const fixture = namespaceFixture('t-cp');
+  let cluster: TestCluster;
+  let ns: string;
+  before(() => {
+    cluster = fixture.cluster;
+    ns = fixture.name;
+  });
+
+  test('installs a CRD from YAML, then creates and watches a custom resource', async () => {
+    const ext = cluster.kubeConfig.makeApiClient(ApiextensionsV1Api);
+    const crd = parse(
+      await readFile(path.join(here, 'fixtures/widget-crd.yaml'), 'utf8'),
+    ) as V1CustomResourceDefinition;
+    await ext.createCustomResourceDefinition({ body: crd }).catch((e: { code?: number }) => {
+      if (e.code !== 409) throw e;
+    });
+    await eventually('CRD Established', async () => {
+      const got = await ext.readCustomResourceDefinition({ name: 'widgets.test.paddock.dev' });
+      return got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+    });
+
+    const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+    const gvr = { group: 'test.paddock.dev', version: 'v1', namespace: ns, plural: 'widgets' };
+    // Established can precede the REST handler by a moment; wait until the resource is served.
+    await eventually(
+      'widgets served',
+      async () => (await custom.listNamespacedCustomObject(gvr)) !== undefined,
+    );
+
+    const events: string[] = [];
+    let watchError: unknown;
+    const watch = new Watch(cluster.kubeConfig);
+    const controller = await watch.watch(
+      `/apis/test.paddock.dev/v1/namespaces/${ns}/widgets`,
+      {},
+      (phase, obj: { metadata?: { name?: string }; status?: { ready?: boolean } }) => {
+        events.push(`${phase}:${obj.metadata?.name}:${obj.status?.ready ?? '-'}`);
+      },
+      (err) => {
+        watchError = err;
+      },
+    );
+    try {
+      await custom.createNamespacedCustomObject({
+        ...gvr,
+        body: {
+          apiVersion: 'test.paddock.dev/v1',
+          kind: 'Widget',
+          metadata: { name: 'w1' },
+          spec: { size: 3 },
+        },
+      });
+      await custom.patchNamespacedCustomObjectStatus(
+        { ...gvr, name: 'w1', body: { status: { ready: true } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      await eventually('watch events', async () => events.includes('MODIFIED:w1:true')).catch((e) => {
+        throw new Error(`${e.message}; saw ${JSON.stringify(events)}, watch error ${String(watchError)}`);
+      });
+      assert.equal(events[0], 'ADDED:w1:-');
+
+      // The API server validates against the CRD's schema.
+      await assert.rejects(
+        custom.createNamespacedCustomObject({
+          ...gvr,
+          body: {
+            apiVersion: 'test.paddock.dev/v1',
+            kind: 'Widget',
+            metadata: { name: 'w2' },
+            spec: { size: 0 },
+          },
+        }),
+        (e: { code?: number; body?: string }) => e.code === 422 && /spec.size/.test(String(e.body)),
+      );
+    } finally {
+      controller.abort();
+    }
+  });
+
+  test('with kube-controller-manager, a StatefulSet gets its pod and GC removes owned objects', async (t) => {
+    if (!cluster.controllerManager) {
+      t.skip('kube-controller-manager is not running in this run');
+      return;
+    }
+    const apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const sts = await apps.createNamespacedStatefulSet({
+      namespace: ns,
+      body: {
+        metadata: { name: 'web' },
+        spec: {
+          replicas: 1,
+          serviceName: 'web',
+          selector: { matchLabels: { app: 'web' } },
+          template: {
+            metadata: { labels: { app: 'web' } },
+            spec: { containers: [{ name: 'c', image: 'registry.invalid/none:1' }] },
+          },
+        },
+      },
+    });
+    const pod = await eventually('pod web-0', async () => {
+      const list = await core.listNamespacedPod({ namespace: ns, labelSelector: 'app=web' });
+      return list.items.find((p) => p.metadata?.name === 'web-0');
+    });
+    const owner = pod.metadata?.ownerReferences?.[0];
+    assert.equal(owner?.kind, 'StatefulSet');
+    assert.equal(owner?.uid, sts.metadata?.uid);
+
+    // An object owned by the StatefulSet goes with it: garbage collection is running.
+    await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: {
+        metadata: {
+          name: 'web-owned',
+          ownerReferences: [
+            {
+              apiVersion: 'apps/v1',
+              kind: 'StatefulSet',
+              name: 'web',
+              uid: sts.metadata!.uid!,
+              controller: true,
+            },
+          ],
+        },
+        data: { a: 'b' },
+      },
+    });
+    await apps.deleteNamespacedStatefulSet({ name: 'web', namespace: ns, propagationPolicy: 'Background' });
+    await eventually(
+      'dependents collected',
+      async () => {
+        const pods = await core.listNamespacedPod({ namespace: ns, labelSelector: 'app=web' });
+        const cms = await core.listNamespacedConfigMap({
+          namespace: ns,
+          fieldSelector: 'metadata.name=web-owned',
+        });
+        return pods.items.length === 0 && cms.items.length === 0;
+      },
+      60_000,
+    );
+  });
+});
+
+describe('control plane harness', () => {
+  test('stop() ends every process it started', async () => {
+    const plane = await startControlPlane({ controllerManager: false, log: () => undefined });
+    const core = plane.kubeConfig.makeApiClient(CoreV1Api);
+    const ns = await core.readNamespace({ name: 'default' });
+    assert.equal(ns.metadata?.name, 'default');
+    const pids = plane.pids();
+    assert.equal(pids.length, 2);
+    assert.ok(pids.every(processAlive));
+    await plane.stop();
+    assert.deepEqual(pids.filter(processAlive), []);
+  });
+
+  test('a killed test process leaves no control-plane process behind', async () => {
+    const child = spawn(process.execPath, [path.join(here, 'support/start-and-wait.ts')], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    const pids = await eventually(
+      'child control plane',
+      async () => {
+        const line = out.split('\n').find((l) => l.startsWith('PIDS '));
+        return line ? (JSON.parse(line.slice(5)) as number[]) : undefined;
+      },
+      90_000,
+    );
+    assert.ok(pids.length >= 2);
+    assert.ok(pids.every(processAlive));
+    child.kill('SIGKILL');
+    await eventually('orphans gone', async () => pids.every((p) => !processAlive(p)), 15_000);
+  });
+});
