@@ -24,10 +24,13 @@ export const realClock: Clock = {
   sleep(ms, signal) {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
-      const t = setTimeout(() => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      }, Math.max(0, ms));
+      const t = setTimeout(
+        () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        },
+        Math.max(0, ms),
+      );
       const onAbort = () => {
         clearTimeout(t);
         reject(signal?.reason);

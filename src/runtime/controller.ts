@@ -1,0 +1,230 @@
+import type { Logger } from 'pino';
+import type { Clock } from './clock.ts';
+import type { EventHandler, Informer, UpdatePredicate } from './informer.ts';
+import type { RuntimeMetrics } from './metrics.ts';
+import { type KubeObject, objectKey, splitKey } from './store.ts';
+import { type RateLimiter, WorkQueue } from './workqueue.ts';
+
+/**
+ * A level-triggered controller: watches put keys into a deduplicating rate-limited queue, workers
+ * reconcile one key at a time (never the same key twice concurrently), results map to requeues
+ * as in controller-runtime.
+ */
+
+export interface ReconcileRequest {
+  key: string;
+  namespace?: string;
+  name: string;
+}
+
+export interface ReconcileResult {
+  /** Reconcile again after this long (the key's failure history is forgotten). */
+  requeueAfterMs?: number;
+  /** Reconcile again after the rate-limited backoff. */
+  requeue?: boolean;
+}
+
+export interface ReconcileContext {
+  log: Logger;
+  signal: AbortSignal;
+}
+
+export type Reconciler = (
+  request: ReconcileRequest,
+  ctx: ReconcileContext,
+) => Promise<ReconcileResult | undefined | void> | ReconcileResult | undefined | void;
+
+/** An error that retrying cannot fix (bad spec, missing configuration): logged, counted, not retried. */
+export class TerminalError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'TerminalError';
+  }
+}
+
+export type ResultKind = 'success' | 'error' | 'requeue' | 'requeue_after';
+
+/** What a reconcile outcome means for the queue; pure, so the mapping is testable on its own. */
+export function resultAction(outcome: { result?: ReconcileResult | undefined | void } | { error: unknown }): {
+  kind: ResultKind;
+  action: 'forget' | 'rateLimited' | 'after';
+  afterMs?: number;
+  terminal?: boolean;
+} {
+  if ('error' in outcome) {
+    if (outcome.error instanceof TerminalError) return { kind: 'error', action: 'forget', terminal: true };
+    return { kind: 'error', action: 'rateLimited' };
+  }
+  const r = outcome.result ?? {};
+  if (r.requeueAfterMs !== undefined && r.requeueAfterMs > 0) {
+    return { kind: 'requeue_after', action: 'after', afterMs: r.requeueAfterMs };
+  }
+  if (r.requeue) return { kind: 'requeue', action: 'rateLimited' };
+  return { kind: 'success', action: 'forget' };
+}
+
+export interface ControllerOptions {
+  name: string;
+  reconcile: Reconciler;
+  clock: Clock;
+  log: Logger;
+  metrics?: RuntimeMetrics;
+  concurrency?: number;
+  rateLimiter?: RateLimiter;
+}
+
+export class Controller {
+  readonly name: string;
+  readonly queue: WorkQueue;
+  private readonly opts: ControllerOptions;
+  private readonly log: Logger;
+  private readonly informers = new Set<Informer<KubeObject>>();
+  private workers: Promise<void>[] = [];
+  private abort = new AbortController();
+  private started = false;
+
+  constructor(opts: ControllerOptions) {
+    this.opts = opts;
+    this.name = opts.name;
+    this.log = opts.log.child({ controller: opts.name });
+    const metrics = opts.metrics?.queueMetrics(opts.name, () => this.queue.processingSince());
+    this.queue = new WorkQueue({
+      clock: opts.clock,
+      ...(opts.rateLimiter ? { rateLimiter: opts.rateLimiter } : {}),
+      ...(metrics ? { metrics } : {}),
+    });
+  }
+
+  /** The primary resource: every change enqueues the object's own key. */
+  watchFor<T extends KubeObject>(informer: Informer<T>, predicates: UpdatePredicate<T>[] = []): this {
+    return this.watchMapped(informer, (obj) => [objectKey(obj)], predicates);
+  }
+
+  /**
+   * An owned resource: a change enqueues the key of its controlling owner of `ownerKind` (same
+   * namespace), as controller-runtime's EnqueueRequestForOwner with OnlyControllerOwner does.
+   */
+  watchOwned<T extends KubeObject>(
+    informer: Informer<T>,
+    ownerKind: string,
+    predicates: UpdatePredicate<T>[] = [],
+  ): this {
+    return this.watchMapped(
+      informer,
+      (obj) => {
+        const owner = obj.metadata.ownerReferences?.find((r) => r.controller && r.kind === ownerKind);
+        if (!owner) return [];
+        return [obj.metadata.namespace ? `${obj.metadata.namespace}/${owner.name}` : owner.name];
+      },
+      predicates,
+    );
+  }
+
+  /** Any mapping from a watched object to the keys it affects. */
+  watchMapped<T extends KubeObject>(
+    informer: Informer<T>,
+    map: (obj: T) => string[],
+    predicates: UpdatePredicate<T>[] = [],
+  ): this {
+    this.informers.add(informer as unknown as Informer<KubeObject>);
+    const enqueue = (obj: T) => {
+      for (const key of map(obj)) this.queue.add(key);
+    };
+    const handler: EventHandler<T> = {
+      onAdd: enqueue,
+      onUpdate: (oldObj, newObj) => {
+        // An owner change must reach the old owner too.
+        enqueue(oldObj);
+        enqueue(newObj);
+      },
+      onDelete: enqueue,
+    };
+    informer.addHandler(handler, predicates);
+    return this;
+  }
+
+  enqueue(key: string): void {
+    this.queue.add(key);
+  }
+
+  enqueueAfter(key: string, delayMs: number): void {
+    this.queue.addAfter(key, delayMs);
+  }
+
+  /** Starts the workers once every watched informer has synced. */
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    await Promise.all([...this.informers].map((i) => i.waitForSync(this.abort.signal)));
+    const concurrency = this.opts.concurrency ?? 1;
+    this.opts.metrics?.maxConcurrent.set({ controller: this.name }, concurrency);
+    this.log.info({ concurrency }, 'starting workers');
+    this.workers = Array.from({ length: concurrency }, () => this.worker());
+  }
+
+  /** Stops taking keys and waits for reconciles in progress to finish. */
+  async stop(): Promise<void> {
+    this.abort.abort(new Error('controller stopping'));
+    await this.queue.shutdown();
+    await Promise.all(this.workers);
+  }
+
+  private async worker(): Promise<void> {
+    for (;;) {
+      const item = await this.queue.get();
+      if (!item) return;
+      try {
+        await this.process(item.key);
+      } finally {
+        this.queue.done(item.key);
+      }
+    }
+  }
+
+  private async process(key: string): Promise<void> {
+    const { metrics, clock } = this.opts;
+    const labels = { controller: this.name };
+    const { namespace, name } = splitKey(key);
+    const log = this.log.child(namespace ? { namespace, name } : { name });
+    const started = clock.now();
+    metrics?.activeWorkers.inc(labels);
+    let outcome: { result?: ReconcileResult | undefined | void } | { error: unknown };
+    try {
+      const result = await this.opts.reconcile(
+        { key, name, ...(namespace ? { namespace } : {}) },
+        { log, signal: this.abort.signal },
+      );
+      outcome = { result };
+    } catch (error) {
+      outcome = { error };
+    } finally {
+      metrics?.activeWorkers.dec(labels);
+      metrics?.reconcileTime.observe(labels, (clock.now() - started) / 1000);
+    }
+    const action = resultAction(outcome);
+    metrics?.reconcileTotal.inc({ ...labels, result: action.kind });
+    if ('error' in outcome) {
+      const err = outcome.error;
+      metrics?.reconcileErrors.inc(labels);
+      if (!(err instanceof Error)) metrics?.reconcilePanics.inc(labels);
+      if (action.terminal) {
+        metrics?.terminalErrors.inc(labels);
+        log.error({ err }, 'reconcile failed permanently; not retrying');
+      } else {
+        log.warn({ err, retries: this.queue.numRequeues(key) }, 'reconcile failed; will retry');
+      }
+    }
+    switch (action.action) {
+      case 'forget':
+        this.queue.forget(key);
+        return;
+      case 'rateLimited':
+        this.queue.addRateLimited(key);
+        return;
+      case 'after':
+        this.queue.forget(key);
+        this.queue.addAfter(key, action.afterMs ?? 0);
+        return;
+    }
+  }
+}

@@ -1,0 +1,220 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Clock, Timer } from './clock.ts';
+import { isNotFound, toKubeError } from './errors.ts';
+import { type KubeHttp, PATCH_CONTENT_TYPES } from './kube-http.ts';
+import type { KubeObject } from './store.ts';
+
+/**
+ * Writes events.k8s.io/v1 Events. Repeats of the same event (same object, type, reason, action and
+ * note) become one Event whose `series` counts them; the count is written at most once per
+ * `seriesFlushMs` per event, so a hot loop costs a handful of API writes, not one per repeat.
+ */
+
+export type EventType = 'Normal' | 'Warning';
+
+export interface ObjectRef {
+  apiVersion?: string;
+  kind?: string;
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+}
+
+export function refOf(obj: KubeObject): ObjectRef {
+  return {
+    ...(obj.apiVersion ? { apiVersion: obj.apiVersion } : {}),
+    ...(obj.kind ? { kind: obj.kind } : {}),
+    ...(obj.metadata.name ? { name: obj.metadata.name } : {}),
+    ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}),
+    ...(obj.metadata.uid ? { uid: obj.metadata.uid } : {}),
+  };
+}
+
+export interface RecordInput {
+  regarding: KubeObject | ObjectRef;
+  related?: KubeObject | ObjectRef;
+  type: EventType;
+  reason: string;
+  /** What was done or failed, e.g. `Reconcile`, `Unregister`. */
+  action?: string;
+  note: string;
+}
+
+interface SeriesState {
+  name: string;
+  namespace: string;
+  count: number;
+  lastObserved: number;
+  flushed: number;
+  timer: Timer | undefined;
+  created: Promise<boolean>;
+}
+
+export interface EventRecorderOptions {
+  http: KubeHttp;
+  clock: Clock;
+  log: Logger;
+  reportingController: string;
+  reportingInstance: string;
+  /** Repeats further apart than this start a new Event (client-go: 6 minutes). */
+  seriesWindowMs?: number;
+  /** Longest a series count stays unwritten. */
+  seriesFlushMs?: number;
+  /** Distinct events kept for aggregation. */
+  maxTracked?: number;
+}
+
+const NOTE_LIMIT = 1024;
+
+function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
+function isRef(x: KubeObject | ObjectRef): x is ObjectRef {
+  return !('metadata' in x);
+}
+
+export class EventRecorder {
+  private readonly opts: EventRecorderOptions;
+  private readonly series = new Map<string, SeriesState>();
+  /** API writes made (creates + series updates), for tests and metrics. */
+  writes = 0;
+
+  constructor(opts: EventRecorderOptions) {
+    this.opts = opts;
+  }
+
+  /** Records an event; never throws (a failed Event must not fail a reconcile). */
+  record(input: RecordInput): void {
+    const regarding = isRef(input.regarding) ? input.regarding : refOf(input.regarding);
+    const related = input.related ? (isRef(input.related) ? input.related : refOf(input.related)) : undefined;
+    const namespace = regarding.namespace ?? 'default';
+    const action = input.action ?? input.reason;
+    const note = input.note.length > NOTE_LIMIT ? `${input.note.slice(0, NOTE_LIMIT - 3)}...` : input.note;
+    const key = JSON.stringify([
+      regarding.uid ?? `${regarding.kind}/${namespace}/${regarding.name}`,
+      input.type,
+      input.reason,
+      action,
+      note,
+    ]);
+    const now = this.opts.clock.now();
+    const existing = this.series.get(key);
+    if (existing && now - existing.lastObserved <= (this.opts.seriesWindowMs ?? 360_000)) {
+      existing.count++;
+      existing.lastObserved = now;
+      existing.timer ??= this.opts.clock.setTimer(this.opts.seriesFlushMs ?? 10_000, () => {
+        existing.timer = undefined;
+        void this.flushSeries(existing);
+      });
+      return;
+    }
+    existing?.timer?.cancel();
+    const name = `${regarding.name ?? 'object'}.${now.toString(16)}${randomBytes(3).toString('hex')}`;
+    const state: SeriesState = {
+      name,
+      namespace,
+      count: 1,
+      lastObserved: now,
+      flushed: 1,
+      timer: undefined,
+      created: Promise.resolve(false),
+    };
+    state.created = this.create({
+      name,
+      namespace,
+      now,
+      regarding,
+      related,
+      type: input.type,
+      reason: input.reason,
+      action,
+      note,
+    });
+    this.series.set(key, state);
+    this.evict();
+  }
+
+  /** Writes every pending series count now (on shutdown). */
+  async flush(): Promise<void> {
+    await Promise.all(
+      [...this.series.values()].map((s) => {
+        s.timer?.cancel();
+        s.timer = undefined;
+        return this.flushSeries(s);
+      }),
+    );
+  }
+
+  private evict(): void {
+    const max = this.opts.maxTracked ?? 4096;
+    if (this.series.size <= max) return;
+    const oldest = [...this.series.entries()].sort((a, b) => a[1].lastObserved - b[1].lastObserved);
+    for (const [key, s] of oldest.slice(0, this.series.size - max)) {
+      if (s.count > s.flushed) void this.flushSeries(s);
+      else s.timer?.cancel();
+      this.series.delete(key);
+    }
+  }
+
+  private async create(e: {
+    name: string;
+    namespace: string;
+    now: number;
+    regarding: ObjectRef;
+    related: ObjectRef | undefined;
+    type: EventType;
+    reason: string;
+    action: string;
+    note: string;
+  }): Promise<boolean> {
+    const body = {
+      apiVersion: 'events.k8s.io/v1',
+      kind: 'Event',
+      metadata: { name: e.name, namespace: e.namespace },
+      eventTime: microTime(e.now),
+      reportingController: this.opts.reportingController,
+      reportingInstance: this.opts.reportingInstance,
+      action: e.action,
+      reason: e.reason,
+      note: e.note,
+      type: e.type,
+      regarding: e.regarding,
+      ...(e.related ? { related: e.related } : {}),
+    };
+    try {
+      this.writes++;
+      await this.opts.http.request('POST', `/apis/events.k8s.io/v1/namespaces/${e.namespace}/events`, {
+        body,
+      });
+      return true;
+    } catch (err) {
+      this.opts.log.warn({ err: toKubeError(err).message, reason: e.reason }, 'could not write Event');
+      return false;
+    }
+  }
+
+  private async flushSeries(s: SeriesState): Promise<void> {
+    if (s.count <= s.flushed) return;
+    if (!(await s.created)) return;
+    const count = s.count;
+    try {
+      this.writes++;
+      await this.opts.http.request(
+        'PATCH',
+        `/apis/events.k8s.io/v1/namespaces/${s.namespace}/events/${s.name}`,
+        {
+          body: { series: { count, lastObservedTime: microTime(s.lastObserved) } },
+          contentType: PATCH_CONTENT_TYPES.merge,
+        },
+      );
+      s.flushed = Math.max(s.flushed, count);
+    } catch (err) {
+      if (!isNotFound(err)) {
+        this.opts.log.warn({ err: toKubeError(err).message }, 'could not update Event series');
+      }
+    }
+  }
+}

@@ -1,0 +1,192 @@
+import http from 'node:http';
+import https from 'node:https';
+import readline from 'node:readline';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { KubeError, kubeErrorFromResponse } from './errors.ts';
+
+/**
+ * A small raw-JSON HTTP client on a KubeConfig, for what the generated clients do poorly: list and
+ * watch streams (raw JSON everywhere, no Date/string mix), and patches with explicit content types.
+ */
+
+export type PatchType = 'json' | 'merge' | 'strategic' | 'apply';
+
+export const PATCH_CONTENT_TYPES: Record<PatchType, string> = {
+  json: 'application/json-patch+json',
+  merge: 'application/merge-patch+json',
+  strategic: 'application/strategic-merge-patch+json',
+  apply: 'application/apply-patch+yaml',
+};
+
+export interface RequestOptions {
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  contentType?: string;
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+export interface WatchLine {
+  type: string;
+  object: Record<string, unknown>;
+}
+
+export class KubeHttp {
+  private readonly kc: KubeConfig;
+  private readonly server: URL;
+  private readonly transport: typeof https | typeof http;
+  /** Short requests share a keep-alive pool; each watch gets its own socket from another pool. */
+  private readonly requestAgent: http.Agent;
+  private readonly watchAgent: http.Agent;
+
+  constructor(kc: KubeConfig) {
+    this.kc = kc;
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error('kubeconfig has no current cluster');
+    this.server = new URL(cluster.server);
+    this.transport = this.server.protocol === 'http:' ? http : https;
+    const Agent = this.server.protocol === 'http:' ? http.Agent : https.Agent;
+    this.requestAgent = new Agent({ keepAlive: true, maxSockets: 50 });
+    this.watchAgent = new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
+  }
+
+  get serverUrl(): string {
+    return this.server.toString();
+  }
+
+  private async baseOptions(): Promise<https.RequestOptions> {
+    // Asked every time: credentials may rotate (exec and file auth cache them themselves).
+    const opts: https.RequestOptions = {};
+    await this.kc.applyToHTTPSOptions(opts);
+    delete opts.agent;
+    return opts;
+  }
+
+  private url(path: string, query?: RequestOptions['query']): URL {
+    const u = new URL(path, this.server);
+    const prefix = this.server.pathname.replace(/\/$/, '');
+    if (prefix) u.pathname = `${prefix}${path.split('?')[0]}`;
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
+    return u;
+  }
+
+  private async open(
+    method: string,
+    path: string,
+    opts: RequestOptions,
+    agent: http.Agent,
+  ): Promise<{ res: http.IncomingMessage; req: http.ClientRequest }> {
+    const base = await this.baseOptions();
+    const u = this.url(path, opts.query);
+    const body =
+      opts.body === undefined
+        ? undefined
+        : typeof opts.body === 'string'
+          ? opts.body
+          : JSON.stringify(opts.body);
+    const headers: Record<string, string> = {
+      ...(base.headers as Record<string, string> | undefined),
+      accept: 'application/json',
+      'user-agent': 'paddock',
+    };
+    if (body !== undefined) {
+      headers['content-type'] = opts.contentType ?? 'application/json';
+      headers['content-length'] = String(Buffer.byteLength(body));
+    }
+    return await new Promise((resolve, reject) => {
+      const req = this.transport.request(
+        {
+          ...base,
+          agent,
+          method,
+          protocol: u.protocol,
+          hostname: u.hostname,
+          port: u.port,
+          path: u.pathname + u.search,
+          headers,
+          ...(opts.signal ? { signal: opts.signal } : {}),
+        },
+        (res) => resolve({ res, req }),
+      );
+      if (opts.timeoutMs) {
+        req.setTimeout(opts.timeoutMs, () =>
+          req.destroy(new Error(`request timed out after ${opts.timeoutMs} ms`)),
+        );
+      }
+      req.on('error', (err) =>
+        reject(new KubeError({ code: 0, reason: 'NetworkError', message: err.message })),
+      );
+      if (body !== undefined) req.write(body);
+      req.end();
+    });
+  }
+
+  /** One request; resolves with the decoded JSON body, throws KubeError for non-2xx. */
+  async request<T = unknown>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
+    const { res } = await this.open(method, path, { timeoutMs: 60_000, ...opts }, this.requestAgent);
+    const chunks: Buffer[] = [];
+    for await (const c of res) chunks.push(c as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const status = res.statusCode ?? 0;
+    if (status < 200 || status >= 300) {
+      throw kubeErrorFromResponse(status, text, res.headers['retry-after'] as string | undefined);
+    }
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  /**
+   * Opens a watch stream. `onLine` gets each decoded event, `onData` every received chunk (for idle
+   * watchdogs). Resolves when the server closes the stream; rejects on errors or abort.
+   */
+  async watch(
+    path: string,
+    query: RequestOptions['query'],
+    handlers: { onLine: (line: WatchLine) => void; onData?: () => void },
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { res, req } = await this.open(
+      'GET',
+      path,
+      { query: { ...query, watch: 'true' }, signal },
+      this.watchAgent,
+    );
+    const status = res.statusCode ?? 0;
+    if (status !== 200) {
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      throw kubeErrorFromResponse(
+        status,
+        Buffer.concat(chunks).toString('utf8'),
+        res.headers['retry-after'] as string | undefined,
+      );
+    }
+    res.on('data', () => handlers.onData?.());
+    const rl = readline.createInterface({ input: res, crlfDelay: Number.POSITIVE_INFINITY });
+    const onAbort = () => {
+      req.destroy();
+      res.destroy();
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      for await (const line of rl) {
+        if (!line.trim()) continue;
+        let parsed: WatchLine;
+        try {
+          parsed = JSON.parse(line) as WatchLine;
+        } catch {
+          throw new KubeError({ code: 0, reason: 'NetworkError', message: 'malformed watch event' });
+        }
+        handlers.onLine(parsed);
+      }
+      if (signal.aborted) throw signal.reason ?? new Error('aborted');
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      rl.close();
+    }
+  }
+
+  close(): void {
+    this.requestAgent.destroy();
+    this.watchAgent.destroy();
+  }
+}

@@ -1,0 +1,214 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { type Clock, realClock } from './clock.ts';
+import { Controller, type ControllerOptions } from './controller.ts';
+import { EventRecorder } from './events.ts';
+import { Informer, type InformerOptions, type ResourceRef } from './informer.ts';
+import { KubeHttp } from './kube-http.ts';
+import { type LeaderElectionTimings, LeaderElector } from './leader-election.ts';
+import { RuntimeMetrics } from './metrics.ts';
+import type { KubeObject } from './store.ts';
+
+/**
+ * Runs informers and controllers together: caches start at once (so every replica is ready to
+ * take over), controllers only while this replica holds the lease; one HTTP server answers
+ * /healthz, /readyz (caches synced) and /metrics; SIGTERM/SIGINT drain gracefully.
+ */
+
+export interface ManagerOptions {
+  kubeConfig: KubeConfig;
+  log: Logger;
+  clock?: Clock;
+  metrics?: RuntimeMetrics;
+  /** `host:port` for /healthz, /readyz and /metrics; `0` picks a free port; omit to serve nothing. */
+  probeAddress?: string;
+  leaderElection?: { namespace: string; name: string; identity: string; timings?: LeaderElectionTimings };
+  /** Called after the lease is lost and controllers stopped. Default: exit the process with 1. */
+  onLostLeadership?: () => void;
+  /** Install SIGTERM/SIGINT handlers that stop the manager and exit. */
+  handleSignals?: boolean;
+  /** Name reported on Events (`reportingController`). */
+  controllerName?: string;
+}
+
+export class Manager {
+  readonly http: KubeHttp;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly metrics: RuntimeMetrics;
+  readonly events: EventRecorder;
+  private readonly opts: ManagerOptions;
+  private readonly informers = new Map<string, Informer<KubeObject>>();
+  private readonly controllers: Controller[] = [];
+  private server: http.Server | undefined;
+  private elector: LeaderElector | undefined;
+  private controllersRunning = false;
+  private stopping: Promise<void> | undefined;
+
+  constructor(opts: ManagerOptions) {
+    this.opts = opts;
+    this.clock = opts.clock ?? realClock;
+    this.log = opts.log;
+    this.metrics = opts.metrics ?? new RuntimeMetrics({ now: () => this.clock.now() });
+    this.http = new KubeHttp(opts.kubeConfig);
+    this.events = new EventRecorder({
+      http: this.http,
+      clock: this.clock,
+      log: this.log.child({ component: 'events' }),
+      reportingController: opts.controllerName ?? 'paddock',
+      reportingInstance: opts.leaderElection?.identity ?? process.env.HOSTNAME ?? 'paddock',
+    });
+  }
+
+  /** A shared informer: one list+watch per (resource, namespace, selectors), however many users. */
+  informer<T extends KubeObject = KubeObject>(
+    resource: ResourceRef,
+    opts: Pick<
+      InformerOptions<T>,
+      'namespace' | 'labelSelector' | 'fieldSelector' | 'indexers' | 'transform'
+    > = {},
+  ): Informer<T> {
+    const key = JSON.stringify([
+      resource.group,
+      resource.version,
+      resource.plural,
+      opts.namespace,
+      opts.labelSelector,
+      opts.fieldSelector,
+    ]);
+    let inf = this.informers.get(key);
+    if (!inf) {
+      inf = new Informer<T>({
+        http: this.http,
+        resource,
+        clock: this.clock,
+        log: this.log,
+        ...opts,
+      }) as unknown as Informer<KubeObject>;
+      this.informers.set(key, inf);
+    }
+    return inf as unknown as Informer<T>;
+  }
+
+  controller(opts: Omit<ControllerOptions, 'clock' | 'log' | 'metrics'>): Controller {
+    const c = new Controller({ ...opts, clock: this.clock, log: this.log, metrics: this.metrics });
+    this.controllers.push(c);
+    return c;
+  }
+
+  get ready(): boolean {
+    return [...this.informers.values()].every((i) => i.hasSynced());
+  }
+
+  get isLeader(): boolean {
+    return this.opts.leaderElection ? (this.elector?.isLeader ?? false) : true;
+  }
+
+  /** Address of the probe/metrics server once started. */
+  get probeUrl(): string | undefined {
+    const addr = this.server?.address() as AddressInfo | null | undefined;
+    return addr ? `http://127.0.0.1:${addr.port}` : undefined;
+  }
+
+  async start(): Promise<void> {
+    if (this.opts.probeAddress !== undefined) await this.serve(this.opts.probeAddress);
+    for (const inf of this.informers.values()) inf.start();
+    if (this.opts.handleSignals) {
+      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+        process.once(signal, () => {
+          this.log.info({ signal }, 'shutting down');
+          void this.stop().then(() => process.exit(0));
+        });
+      }
+    }
+    const le = this.opts.leaderElection;
+    if (!le) {
+      await this.startControllers();
+      return;
+    }
+    this.elector = new LeaderElector({
+      http: this.http,
+      clock: this.clock,
+      log: this.log,
+      ...le,
+      onStartedLeading: () => {
+        this.metrics.leaderStatus.set({ name: le.name }, 1);
+        void this.startControllers();
+      },
+      onStoppedLeading: () => {
+        this.metrics.leaderStatus.set({ name: le.name }, 0);
+        void this.stopControllers().then(() => (this.opts.onLostLeadership ?? (() => process.exit(1)))());
+      },
+    });
+    this.metrics.leaderStatus.set({ name: le.name }, 0);
+    this.elector.start();
+  }
+
+  private async startControllers(): Promise<void> {
+    if (this.controllersRunning || this.stopping) return;
+    this.controllersRunning = true;
+    await Promise.all(this.controllers.map((c) => c.start()));
+  }
+
+  private async stopControllers(): Promise<void> {
+    await Promise.all(this.controllers.map((c) => c.stop()));
+    this.controllersRunning = false;
+  }
+
+  /** Drains controllers, flushes Events, releases the lease, stops informers and the server. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      await this.stopControllers();
+      await this.events.flush();
+      await this.elector?.shutdown();
+      await Promise.all([...this.informers.values()].map((i) => i.stop()));
+      const server = this.server;
+      if (server) {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
+      this.http.close();
+    })();
+    return this.stopping;
+  }
+
+  private async serve(address: string): Promise<void> {
+    const [host, portText] = address.includes(':') ? address.split(/:(?=[^:]*$)/) : ['127.0.0.1', address];
+    const server = http.createServer((req, res) => {
+      void this.route(req.url ?? '/').then(({ status, body, type }) => {
+        res.writeHead(status, { 'content-type': type });
+        res.end(body);
+      });
+    });
+    server.requestTimeout = 10_000;
+    server.headersTimeout = 5_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(Number(portText ?? 0), host || '127.0.0.1', () => resolve());
+    });
+    this.server = server;
+  }
+
+  private async route(url: string): Promise<{ status: number; body: string; type: string }> {
+    const path = url.split('?')[0];
+    if (path === '/healthz' || path === '/livez') return { status: 200, body: 'ok', type: 'text/plain' };
+    if (path === '/readyz') {
+      const pending = [...this.informers.values()]
+        .filter((i) => !i.hasSynced())
+        .map((i) => i.resource.plural);
+      return pending.length === 0
+        ? { status: 200, body: 'ok', type: 'text/plain' }
+        : { status: 503, body: `caches not synced: ${pending.join(', ')}`, type: 'text/plain' };
+    }
+    if (path === '/metrics') {
+      return {
+        status: 200,
+        body: await this.metrics.registry.metrics(),
+        type: this.metrics.registry.contentType,
+      };
+    }
+    return { status: 404, body: 'not found', type: 'text/plain' };
+  }
+}
