@@ -109,7 +109,7 @@ describe('Controller', () => {
     assert.equal(seen.filter((s) => s.key === 'ns/terminal').length, 1);
     assert.ok(seen.filter((s) => s.key === 'ns/panic').length > 3, 'non-terminal keeps retrying');
     assert.equal(await metricValue(metrics, 'controller_runtime_terminal_reconcile_errors_total', {}), 1);
-    assert.ok((await metricValue(metrics, 'controller_runtime_reconcile_panics_total', {})) ?? 0 > 0);
+    assert.ok(((await metricValue(metrics, 'controller_runtime_reconcile_panics_total', {})) ?? 0) > 0);
     await controller.stop();
   });
 
