@@ -3,7 +3,7 @@
 SHELL := bash
 NODE_ENV := bash hack/node-env.sh
 
-.PHONY: test test-unit lint format build control-plane clean help
+.PHONY: test test-unit lint format build bench control-plane clean help
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -22,6 +22,9 @@ format: ## Format the sources with Biome
 
 build: ## Compile to dist/
 	@$(NODE_ENV) npm run --silent build
+
+bench: ## Benchmarks; each prints one JSON line of figures
+	@$(NODE_ENV) npm run --silent bench
 
 control-plane: ## Build kube-apiserver, kube-controller-manager and etcd into the cache (once)
 	@bash hack/build-control-plane.sh

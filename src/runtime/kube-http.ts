@@ -162,10 +162,13 @@ export class KubeHttp {
     }
     res.on('data', () => handlers.onData?.());
     const rl = readline.createInterface({ input: res, crlfDelay: Number.POSITIVE_INFINITY });
+    // Destroying the response does not end readline's iterator; closing the interface does.
     const onAbort = () => {
+      rl.close();
       req.destroy();
       res.destroy();
     };
+    res.on('close', () => rl.close());
     signal.addEventListener('abort', onAbort, { once: true });
     try {
       for await (const line of rl) {

@@ -143,6 +143,13 @@ export class LeaderElector {
     if (this.leading) await this.release();
   }
 
+  /** Stops campaigning without releasing the lease: what a crashed replica looks like to the others. */
+  async abandon(): Promise<void> {
+    this.stop.abort(new Error('leader election abandoned'));
+    await this.loop;
+    this.leading = false;
+  }
+
   private async run(): Promise<void> {
     const { clock } = this.opts;
     while (!this.stop.signal.aborted) {

@@ -33,6 +33,8 @@ export interface ControlPlaneOptions {
   controllerManager?: boolean;
   /** Spawn-to-ready limit per component. */
   startTimeoutMs?: number;
+  /** Extra kube-apiserver flags, e.g. `--watch-cache=false` so old resourceVersions hit etcd. */
+  apiServerArgs?: string[];
   /** Progress lines (binary build, start-up); defaults to stderr. */
   log?: (line: string) => void;
 }
@@ -43,6 +45,11 @@ export interface ControlPlane {
   readonly server: string;
   readonly dataDir: string;
   readonly controllerManager: boolean;
+  /**
+   * Compacts etcd's history up to now, as the API server does every few minutes; watches from an
+   * older resourceVersion then end in 410 Gone. Returns the compacted revision.
+   */
+  compactEtcd(): Promise<number>;
   /** Process IDs of the running components (for leak checks). */
   pids(): number[];
   /** Stops and restarts kube-apiserver on the same port, keeping etcd (for reconnect tests). */
@@ -292,6 +299,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
         '--allow-privileged=true',
         '--endpoint-reconciler-type=none',
         '--v=1',
+        ...(options.apiServerArgs ?? []),
       ],
     });
     procs.push(api);
@@ -381,6 +389,21 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       dataDir: dir,
       controllerManager: withKcm,
       pids: () => procs.filter((p) => p.running()).map((p) => p.pid),
+      async compactEtcd() {
+        const etcdUrl = `http://127.0.0.1:${etcdPort}`;
+        const post = async (path: string, body: unknown) => {
+          const res = await fetch(`${etcdUrl}${path}`, { method: 'POST', body: JSON.stringify(body) });
+          if (!res.ok) throw new Error(`etcd ${path}: HTTP ${res.status} ${await res.text()}`);
+          return (await res.json()) as { header?: { revision?: string } };
+        };
+        const range = await post('/v3/kv/range', {
+          key: Buffer.from('/').toString('base64'),
+          count_only: true,
+        });
+        const revision = Number(range.header?.revision ?? 0);
+        await post('/v3/kv/compaction', { revision: String(revision), physical: true });
+        return revision;
+      },
       async restartApiServer() {
         await api.stop();
         procs.splice(procs.indexOf(api), 1);
