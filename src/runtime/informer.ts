@@ -298,6 +298,8 @@ export class Informer<T extends KubeObject = KubeObject> {
     const controller = new AbortController();
     this.watchController = controller;
     const onStop = () => controller.abort(stop.reason);
+    // stop() may have run while the list was finishing; a listener added now would never fire.
+    if (stop.aborted) return;
     stop.addEventListener('abort', onStop, { once: true });
     const idleMs = this.opts.idleTimeoutMs ?? 120_000;
     let idleTimer: Timer | undefined;

@@ -302,7 +302,7 @@ export class GitHubModel {
     const runner = this.runners.get(id);
     if (!runner || runner.scope !== scope) throw new DoubleError(404, 'Not Found');
     if (runner.busy) {
-      throw new DoubleError(422, `Bad request - Runner "${runner.name}" is still running a job"`);
+      throw new DoubleError(422, `Bad request - Runner "${runner.name}" is still running a job`);
     }
     this.runners.delete(id);
     this.emit({ type: 'runner-removed', runner, reason: 'deleted' });

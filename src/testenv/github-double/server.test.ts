@@ -150,7 +150,7 @@ describe('GitHub API double: runner endpoints', () => {
     assert.equal(ok.json, undefined);
     const refused = await gh(`/orgs/acme/actions/runners/${busy.id}`, { method: 'DELETE', token });
     assert.equal(refused.status, 422);
-    assert.equal(refused.json.message, 'Bad request - Runner "del-busy" is still running a job"');
+    assert.equal(refused.json.message, 'Bad request - Runner "del-busy" is still running a job');
     assert.ok(
       double.runners().some((r) => r.id === busy.id),
       'busy runner must survive',

@@ -1,0 +1,346 @@
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { Clock } from '../runtime/clock.ts';
+import { realClock } from '../runtime/clock.ts';
+import type { RateLimitBudget } from './budget.ts';
+import { assertCredentialsSupportScope, credentialId, type GitHubCredentials } from './credentials.ts';
+import { GitHubApiError, GitHubConfigError, type RateLimitCause } from './errors.ts';
+import type { GitHubMetrics } from './metrics.ts';
+import { type RegistrationToken, RegistrationTokenCache, registrationToken } from './registration-tokens.ts';
+import {
+  type GitHubRunner,
+  type ListOptions,
+  type RunnerPage,
+  type RunnerPageLister,
+  RunnerRegistry,
+} from './registry.ts';
+import {
+  type GitHubEndpointOptions,
+  type GitHubEndpoints,
+  type GitHubScope,
+  resolveEndpoints,
+  scopeKey,
+  scopeRouteParams,
+  scopeRoutePrefix,
+} from './scope.ts';
+import { GitHubTransport, type GitHubTransportOptions, maxAgeFromCacheControl } from './transport.ts';
+
+/**
+ * The GitHub client of one credential: typed runner operations, the shared runner registry, the
+ * registration-token cache and the rate-limit budget. Operations that a reconciler acts on return
+ * outcomes instead of throwing, so every answer GitHub can give has a name.
+ */
+
+/** Paths that must never reach logs. Add them to the root logger's `redact` as well. */
+export const GITHUB_LOG_REDACT_PATHS = [
+  'token',
+  '*.token',
+  'privateKey',
+  '*.privateKey',
+  'encodedJitConfig',
+  '*.encodedJitConfig',
+  'encoded_jit_config',
+  '*.encoded_jit_config',
+  'authorization',
+  'headers.authorization',
+  '*.headers.authorization',
+];
+
+/** Failures every operation can end in. */
+export type CallFailure =
+  /** Not sent or refused for rate limits; call again at `resetAt` (epoch ms). */
+  | { kind: 'rateLimited'; resetAt: number; cause: RateLimitCause; message: string }
+  | { kind: 'forbidden'; message: string }
+  | { kind: 'invalidCredentials'; message: string }
+  /** `status` null: no answer (network, timeout) after the retries. */
+  | { kind: 'failed'; status: number | null; message: string };
+
+export type RemoveRunnerOutcome =
+  | { kind: 'removed' }
+  | { kind: 'notFound' }
+  /** GitHub's 422: the runner is running a job; keep its pod. */
+  | { kind: 'busy'; message: string }
+  | CallFailure;
+
+export type JitConfigOutcome =
+  | { kind: 'created'; runner: GitHubRunner; encodedJitConfig: string }
+  /** 409 "already exists": a runner of that name is registered in the scope. */
+  | { kind: 'nameTaken'; message: string }
+  /** 422: GitHub rejected the input (labels, group ID...). */
+  | { kind: 'invalid'; message: string; details: unknown[] }
+  /** 404: scope or runner group not found (or not visible to these credentials). */
+  | { kind: 'notFound'; message: string }
+  | CallFailure;
+
+export interface JitConfigInput {
+  name: string;
+  runnerGroupId: number;
+  /** 1–100 labels. */
+  labels: string[];
+  workFolder?: string | undefined;
+}
+
+export interface CallOptions {
+  /** Wait for the budget or a rate limit to reset (on the clock) instead of answering rateLimited. */
+  waitForBudget?: boolean | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+export interface GitHubClientOptions
+  extends Omit<GitHubTransportOptions, 'endpoints' | 'clock' | 'logger' | 'metrics'> {
+  endpoints?: GitHubEndpoints | GitHubEndpointOptions | undefined;
+  clock?: Clock | undefined;
+  logger: Logger;
+  metrics?: GitHubMetrics | undefined;
+  /** Registry max-age when GitHub sends none (default 60 s). */
+  registryDefaultMaxAgeMs?: number | undefined;
+}
+
+const labelSchema = z.object({ id: z.number().optional(), name: z.string(), type: z.string().optional() });
+const runnerSchema = z.object({
+  id: z.number().int(),
+  name: z.string(),
+  os: z.string().optional(),
+  status: z.string(),
+  busy: z.boolean(),
+  ephemeral: z.boolean().optional(),
+  runner_group_id: z.number().int().optional(),
+  labels: z.array(labelSchema),
+});
+const runnerListSchema = z.object({ total_count: z.number().int(), runners: z.array(runnerSchema) });
+const tokenSchema = z.object({ token: z.string().min(1), expires_at: z.string() });
+const jitSchema = z.object({ runner: runnerSchema, encoded_jit_config: z.string().min(1) });
+
+function toRunner(r: z.infer<typeof runnerSchema>): GitHubRunner {
+  return {
+    id: r.id,
+    name: r.name,
+    os: r.os ?? '',
+    status: r.status,
+    busy: r.busy,
+    ephemeral: r.ephemeral ?? false,
+    runnerGroupId: r.runner_group_id,
+    labels: r.labels.map((l) => ({ id: l.id, name: l.name, type: l.type })),
+  };
+}
+
+function isEndpoints(e: GitHubEndpoints | GitHubEndpointOptions): e is GitHubEndpoints {
+  return typeof (e as GitHubEndpoints).apiBaseUrl === 'string';
+}
+
+export class GitHubClient implements RunnerPageLister {
+  readonly credentialId: string;
+  readonly endpoints: GitHubEndpoints;
+  readonly registry: RunnerRegistry;
+  readonly transport: GitHubTransport;
+  private readonly credentials: GitHubCredentials;
+  private readonly clock: Clock;
+  private readonly tokens: RegistrationTokenCache;
+
+  constructor(options: GitHubClientOptions) {
+    this.credentials = options.credentials;
+    this.credentialId = credentialId(options.credentials);
+    this.clock = options.clock ?? realClock;
+    const e = options.endpoints ?? {};
+    this.endpoints = isEndpoints(e) ? e : resolveEndpoints(e);
+    const logger = options.logger.child(
+      { component: 'github', credential: this.credentialId },
+      { redact: GITHUB_LOG_REDACT_PATHS },
+    );
+    this.transport = new GitHubTransport({
+      ...options,
+      endpoints: this.endpoints,
+      clock: this.clock,
+      logger,
+      metrics: options.metrics,
+    });
+    this.tokens = new RegistrationTokenCache(this.clock);
+    this.registry = new RunnerRegistry({
+      lister: this,
+      clock: this.clock,
+      logger: logger.child({ module: 'runner-registry' }),
+      metrics: options.metrics,
+      defaultMaxAgeMs: options.registryDefaultMaxAgeMs,
+    });
+  }
+
+  get budget(): RateLimitBudget {
+    return this.transport.budget;
+  }
+
+  /** One page of a scope's runners, sent as a conditional request. Used by the registry. */
+  async listRunnerPage(scope: GitHubScope, page: number, options: ListOptions = {}): Promise<RunnerPage> {
+    assertCredentialsSupportScope(this.credentials, scope);
+    const route = `GET ${scopeRoutePrefix(scope)}/actions/runners`;
+    const res = await this.transport.request<unknown>({
+      kind: 'read',
+      route,
+      params: { ...scopeRouteParams(scope), per_page: 100, page },
+      conditional: true,
+      waitForBudget: options.waitForBudget,
+      signal: options.signal,
+    });
+    const parsed = runnerListSchema.safeParse(res.data);
+    if (!parsed.success) {
+      throw new GitHubApiError({
+        kind: 'unexpected',
+        endpoint: route,
+        status: res.status,
+        githubMessage: `unreadable runner list: ${z.prettifyError(parsed.error).slice(0, 300)}`,
+      });
+    }
+    return {
+      runners: parsed.data.runners.map(toRunner),
+      totalCount: parsed.data.total_count,
+      hasNext: /rel="next"/.test(res.headers.link ?? ''),
+      maxAgeMs: maxAgeFromCacheControl(res.headers['cache-control']),
+      notModified: res.notModified,
+    };
+  }
+
+  /**
+   * Unregisters a runner. Spends the removal reserve, so it still works when reads are held back.
+   * On removed/notFound the registry drops the runner without listing.
+   */
+  async removeRunner(
+    scope: GitHubScope,
+    runnerId: number,
+    options: CallOptions = {},
+  ): Promise<RemoveRunnerOutcome> {
+    assertCredentialsSupportScope(this.credentials, scope);
+    try {
+      await this.transport.request({
+        kind: 'removal',
+        route: `DELETE ${scopeRoutePrefix(scope)}/actions/runners/{runner_id}`,
+        params: { ...scopeRouteParams(scope), runner_id: runnerId },
+        waitForBudget: options.waitForBudget,
+        signal: options.signal,
+      });
+      this.registry.recordRemoved(scope, runnerId);
+      return { kind: 'removed' };
+    } catch (err) {
+      const e = asApiError(err);
+      if (e.kind === 'notFound') {
+        this.registry.recordRemoved(scope, runnerId);
+        return { kind: 'notFound' };
+      }
+      if (e.kind === 'validation') {
+        return { kind: 'busy', message: e.githubMessage ?? 'the runner is running a job' };
+      }
+      return callFailure(e, this.clock.now());
+    }
+  }
+
+  /**
+   * A registration token for the scope: the cached one while more than 30 minutes of validity
+   * remain, else a new one. Throws GitHubApiError (rateLimited, invalidCredentials, ...).
+   */
+  async registrationToken(scope: GitHubScope, options: CallOptions = {}): Promise<RegistrationToken> {
+    assertCredentialsSupportScope(this.credentials, scope);
+    return this.tokens.get(scopeKey(scope), async () => {
+      const route = `POST ${scopeRoutePrefix(scope)}/actions/runners/registration-token`;
+      const res = await this.transport.request<unknown>({
+        kind: 'write',
+        route,
+        params: scopeRouteParams(scope),
+        waitForBudget: options.waitForBudget,
+        signal: options.signal,
+      });
+      const parsed = tokenSchema.safeParse(res.data);
+      const expiresAt = parsed.success ? Date.parse(parsed.data.expires_at) : Number.NaN;
+      if (!parsed.success || Number.isNaN(expiresAt)) {
+        throw new GitHubApiError({
+          kind: 'unexpected',
+          endpoint: route,
+          status: res.status,
+          githubMessage: 'answer has no token or no readable expires_at',
+        });
+      }
+      return registrationToken(parsed.data.token, expiresAt);
+    });
+  }
+
+  /**
+   * Creates a just-in-time runner configuration (organization and repository scopes). Not retried
+   * automatically: a repeated POST after a lost answer would report the name as taken.
+   */
+  async generateJitConfig(
+    scope: GitHubScope,
+    input: JitConfigInput,
+    options: CallOptions = {},
+  ): Promise<JitConfigOutcome> {
+    if (scope.kind === 'enterprise') {
+      throw new GitHubConfigError(
+        `enterprise "${scope.enterprise}": JIT runner configuration is available for organization and repository scopes only`,
+      );
+    }
+    assertCredentialsSupportScope(this.credentials, scope);
+    const route = `POST ${scopeRoutePrefix(scope)}/actions/runners/generate-jitconfig`;
+    let data: unknown;
+    try {
+      const res = await this.transport.request<unknown>({
+        kind: 'write',
+        route,
+        params: {
+          ...scopeRouteParams(scope),
+          name: input.name,
+          runner_group_id: input.runnerGroupId,
+          labels: input.labels,
+          ...(input.workFolder === undefined ? {} : { work_folder: input.workFolder }),
+        },
+        maxRetries: 0,
+        waitForBudget: options.waitForBudget,
+        signal: options.signal,
+      });
+      data = res.data;
+    } catch (err) {
+      const e = asApiError(err);
+      const message = e.githubMessage ?? e.message;
+      if (e.kind === 'conflict' && /already exists/i.test(message)) return { kind: 'nameTaken', message };
+      if (e.kind === 'validation') return { kind: 'invalid', message, details: e.details };
+      if (e.kind === 'notFound') return { kind: 'notFound', message };
+      return callFailure(e, this.clock.now());
+    }
+    const parsed = jitSchema.safeParse(data);
+    if (!parsed.success) {
+      return { kind: 'failed', status: 201, message: 'answer has no runner or no encoded_jit_config' };
+    }
+    const runner = toRunner(parsed.data.runner);
+    this.registry.recordCreated(scope, runner);
+    const outcome = { kind: 'created' as const, runner, encodedJitConfig: parsed.data.encoded_jit_config };
+    Object.defineProperty(outcome, 'toJSON', {
+      enumerable: false,
+      value: () => ({ kind: 'created', runner, encodedJitConfig: '[redacted]' }),
+    });
+    return outcome;
+  }
+
+  /** Stops registry keepers and metrics of this client. */
+  close(): void {
+    this.registry.close();
+  }
+}
+
+function asApiError(err: unknown): GitHubApiError {
+  if (err instanceof GitHubApiError) return err;
+  throw err; // configuration mistakes and bugs are not outcomes
+}
+
+function callFailure(e: GitHubApiError, now: number): CallFailure {
+  const message = e.githubMessage ?? e.message;
+  switch (e.kind) {
+    case 'rateLimited':
+      return {
+        kind: 'rateLimited',
+        resetAt: e.rateLimitResetAt ?? now + 60_000,
+        cause: e.rateLimitCause ?? 'primary',
+        message,
+      };
+    case 'forbidden':
+      return { kind: 'forbidden', message };
+    case 'invalidCredentials':
+      return { kind: 'invalidCredentials', message };
+    default:
+      return { kind: 'failed', status: e.status ?? null, message };
+  }
+}

@@ -1,0 +1,351 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { GitHubDouble, type RunnerRecord } from '../testenv/github-double/index.ts';
+import { GitHubClient } from './client.ts';
+import { GitHubApiError } from './errors.ts';
+import {
+  diffRunners,
+  type GitHubRunner,
+  type RunnerChange,
+  type RunnerPage,
+  type RunnerPageLister,
+  RunnerRegistry,
+} from './registry.ts';
+import type { GitHubScope } from './scope.ts';
+import { NO_TIMEOUT_MS, realSleep, SteppingClock, silentLogger, until } from './test-support.ts';
+
+const org: GitHubScope = { kind: 'organization', org: 'acme' };
+const LIST = 'GET /orgs/{org}/actions/runners';
+
+function summary(changes: RunnerChange[]): string[] {
+  return changes.map((c) => `${c.type}:${c.runner.name}`);
+}
+
+describe('RunnerRegistry against the double (250 runners, 3 pages)', () => {
+  const clock = new SteppingClock();
+  const double = new GitHubDouble({ now: () => clock.now() });
+  let token: string;
+  let runners: RunnerRecord[] = [];
+  const lists = () => double.requestCount(LIST);
+  const makeClient = (extra: { conditionalRequests?: boolean; maxRetries?: number } = {}) =>
+    new GitHubClient({
+      credentials: { kind: 'token', token },
+      endpoints: { apiUrl: double.apiUrl },
+      clock,
+      logger: silentLogger(),
+      requestTimeoutMs: NO_TIMEOUT_MS,
+      ...extra,
+    });
+
+  before(async () => {
+    await double.start();
+    double.addOrg('acme');
+    token = double.addToken({ login: 'registry' }).token;
+    const t = double.model.issueToken('orgs/acme', 'registration');
+    runners = Array.from({ length: 250 }, (_, i) =>
+      double.registerRunner({ registrationToken: t.token, name: `pod-${i}` }),
+    );
+  });
+  after(() => double.stop());
+
+  test('100 lookups for 100 pods cost one list call per page per refresh; an unchanged refresh costs 0', async () => {
+    const client = makeClient();
+    const before = lists();
+    const budgetBefore = double.rateLimitedRequestCount(token);
+    const lookup = () =>
+      Promise.all(Array.from({ length: 100 }, (_, i) => client.registry.lookupByName(org, `pod-${i}`)));
+    const found = await lookup();
+    assert.equal(found.filter((r) => r !== undefined).length, 100);
+    assert.equal(lists() - before, 3, 'one listing of three pages for 100 lookups');
+    const paths = double.log.slice(-3).map((e) => e.path);
+    assert.deepEqual(
+      paths,
+      [1, 2, 3].map((p) => `/orgs/acme/actions/runners?per_page=100&page=${p}`),
+    );
+    assert.equal(double.rateLimitedRequestCount(token) - budgetBefore, 3);
+
+    await lookup();
+    await Promise.all(runners.slice(0, 100).map((r) => client.registry.lookupById(org, r.id)));
+    assert.equal(lists() - before, 3, 'younger than max-age: no call at all');
+
+    await clock.advance(60_000);
+    await lookup();
+    assert.equal(lists() - before, 6, 'max-age reached: one more listing');
+    assert.equal(double.rateLimitedRequestCount(token) - budgetBefore, 3, 'three 304s cost nothing');
+    const s = double.stats({ credential: token })[LIST]!;
+    assert.equal(s.notModified, 3);
+    client.close();
+  });
+
+  test('a busy flip costs exactly the page it is on', async () => {
+    const client = makeClient();
+    await client.registry.refreshNow(org);
+    const spent = double.rateLimitedRequestCount(token);
+    await client.registry.refreshNow(org);
+    assert.equal(double.rateLimitedRequestCount(token), spent, 'unchanged: free');
+    double.setRunnerBusy(runners[150]!.id, true);
+    const snap = await client.registry.refreshNow(org);
+    assert.equal(snap.byName('pod-150')?.busy, true);
+    assert.equal(double.rateLimitedRequestCount(token) - spent, 1, 'only page 2 changed');
+    double.setRunnerBusy(runners[150]!.id, false);
+    client.close();
+  });
+
+  test('without conditional requests every refresh pays for every page', async () => {
+    const client = makeClient({ conditionalRequests: false });
+    const spent = double.rateLimitedRequestCount(token);
+    await client.registry.refreshNow(org);
+    await client.registry.refreshNow(org);
+    assert.equal(double.rateLimitedRequestCount(token) - spent, 6);
+    assert.equal(
+      double.log.slice(-6).every((e) => e.status === 200),
+      true,
+    );
+    client.close();
+  });
+
+  test('Cache-Control max-age decides when a lookup refreshes', async () => {
+    double.cacheMaxAgeSeconds = 120;
+    try {
+      const client = makeClient();
+      await client.registry.get(org);
+      const before = lists();
+      await clock.advance(61_000);
+      await client.registry.lookupByName(org, 'pod-1');
+      assert.equal(lists(), before, 'GitHub said 120 s');
+      await clock.advance(59_000);
+      await client.registry.lookupByName(org, 'pod-1');
+      assert.equal(lists(), before + 3);
+      assert.equal(client.registry.peek(org)?.maxAgeMs, 120_000);
+      client.close();
+    } finally {
+      double.cacheMaxAgeSeconds = 60;
+    }
+  });
+
+  test('change notifications: appeared, busy/idle, offline/online, vanished', async () => {
+    const client = makeClient();
+    const events: RunnerChange[] = [];
+    const unsubscribe = client.registry.subscribe((c) => events.push(c));
+    await client.registry.refreshNow(org);
+    assert.equal(events.length, 250);
+    assert.ok(events.every((e) => e.type === 'appeared' && e.initialLoad && e.scope === 'orgs/acme'));
+    events.length = 0;
+
+    const step = async (act: () => void) => {
+      act();
+      await client.registry.refreshNow(org);
+      const got = summary(events);
+      events.length = 0;
+      return got;
+    };
+    const t = double.model.issueToken('orgs/acme', 'registration');
+    let fresh: RunnerRecord | undefined;
+    assert.deepEqual(
+      await step(() => {
+        fresh = double.registerRunner({ registrationToken: t.token, name: 'newcomer' });
+      }),
+      ['appeared:newcomer'],
+    );
+    assert.deepEqual(await step(() => double.setRunnerBusy(fresh!.id, true)), ['busy:newcomer']);
+    assert.deepEqual(await step(() => double.setRunnerBusy(fresh!.id, false)), ['idle:newcomer']);
+    assert.deepEqual(await step(() => double.setRunnerStatus(fresh!.id, 'offline')), ['offline:newcomer']);
+    assert.deepEqual(await step(() => double.setRunnerStatus(fresh!.id, 'online')), ['online:newcomer']);
+    assert.deepEqual(await step(() => double.vanishRunner(fresh!.id)), ['vanished:newcomer']);
+    assert.deepEqual(await step(() => {}), [], 'no change, no event');
+    unsubscribe();
+    client.close();
+  });
+
+  test('removeRunner and JIT creation update the view without a list call', async () => {
+    const client = makeClient();
+    const events: RunnerChange[] = [];
+    client.registry.subscribe((c) => events.push(c));
+    await client.registry.refreshNow(org);
+    events.length = 0;
+    const before = lists();
+    const victim = runners[249]!;
+    assert.deepEqual(await client.removeRunner(org, victim.id), { kind: 'removed' });
+    assert.deepEqual(summary(events), ['vanished:pod-249']);
+    assert.equal(await client.registry.lookupById(org, victim.id), undefined);
+    const jit = await client.generateJitConfig(org, { name: 'jit-pod', runnerGroupId: 1, labels: ['x'] });
+    assert.equal(jit.kind, 'created');
+    assert.deepEqual(summary(events.slice(1)), ['appeared:jit-pod']);
+    assert.equal((await client.registry.lookupByName(org, 'jit-pod'))?.status, 'offline');
+    assert.equal(lists(), before, 'no listing needed');
+    events.length = 0;
+    const snap = await client.registry.refreshNow(org);
+    assert.deepEqual(summary(events), [], 'the next listing agrees: no duplicate events');
+    assert.equal(snap.runners.length, 250);
+    client.close();
+  });
+
+  test('concurrent refreshNow callers share one follow-up listing', async () => {
+    const client = makeClient();
+    const before = lists();
+    const [a, b, c] = await Promise.all([
+      client.registry.refreshNow(org),
+      client.registry.refreshNow(org),
+      client.registry.refreshNow(org),
+    ]);
+    assert.equal(lists() - before, 6, 'the running listing plus one follow-up');
+    assert.equal(b, c);
+    assert.notEqual(a, b);
+    client.close();
+  });
+
+  test('a failed refresh is held briefly, callers may take the stale view, then it recovers', async () => {
+    const client = makeClient({ maxRetries: 0 });
+    const good = await client.registry.get(org);
+    await clock.advance(60_000);
+    double.injectFault({ route: LIST, status: 500 });
+    try {
+      await assert.rejects(
+        client.registry.get(org),
+        (e: unknown) => e instanceof GitHubApiError && e.kind === 'server' && e.status === 500,
+      );
+      const before = lists();
+      await assert.rejects(client.registry.get(org), GitHubApiError);
+      assert.equal(lists(), before, 'held: not sent again');
+      assert.equal(await client.registry.get(org, { allowStale: true }), good);
+    } finally {
+      double.clearFaults();
+    }
+    await clock.advance(5000);
+    const recovered = await client.registry.get(org);
+    assert.notEqual(recovered, good);
+    assert.equal(recovered.fetchedAt, clock.now());
+    client.close();
+  });
+
+  test('keepFresh refreshes at max-age without callers, so events flow', async () => {
+    const client = makeClient();
+    const events: RunnerChange[] = [];
+    client.registry.subscribe((c) => events.push(c));
+    const before = lists();
+    const stop = client.registry.keepFresh(org);
+    await clock.advance(0);
+    await until(() => lists() - before === 3 && client.registry.refreshes === 1, 'first refresh');
+    events.length = 0;
+    double.setRunnerBusy(runners[10]!.id, true);
+    await clock.advance(60_000);
+    await until(() => client.registry.refreshes === 2, 'second refresh');
+    assert.deepEqual(summary(events), ['busy:pod-10']);
+    stop();
+    await clock.advance(180_000);
+    await realSleep(20);
+    assert.equal(lists() - before, 6, 'stopped');
+    double.setRunnerBusy(runners[10]!.id, false);
+    client.close();
+  });
+});
+
+function runner(id: number, extra: Partial<GitHubRunner> = {}): GitHubRunner {
+  return {
+    id,
+    name: `r-${id}`,
+    os: 'Linux',
+    status: 'online',
+    busy: false,
+    ephemeral: false,
+    runnerGroupId: 1,
+    labels: [],
+    ...extra,
+  };
+}
+
+/** A lister scripted page by page; each call may wait on a gate. */
+class ScriptedLister implements RunnerPageLister {
+  readonly credentialId = 'token:test';
+  calls = 0;
+  gate: Promise<void> | undefined;
+  private readonly pages: (call: number, page: number) => RunnerPage;
+  constructor(pages: (call: number, page: number) => RunnerPage) {
+    this.pages = pages;
+  }
+  async listRunnerPage(_scope: GitHubScope, page: number): Promise<RunnerPage> {
+    const call = this.calls++;
+    if (this.gate) await this.gate;
+    return this.pages(call, page);
+  }
+}
+
+describe('RunnerRegistry logic', () => {
+  test('diffRunners', () => {
+    const before = [runner(1), runner(2, { busy: true }), runner(3), runner(4, { status: 'offline' })];
+    const after = [runner(1), runner(2), runner(3, { busy: true, status: 'offline' }), runner(4), runner(5)];
+    assert.deepEqual(summary(diffRunners(before, after, 's')), [
+      'idle:r-2',
+      'busy:r-3',
+      'offline:r-3',
+      'online:r-4',
+      'appeared:r-5',
+    ]);
+    assert.deepEqual(summary(diffRunners(after, [runner(1)], 's')), [
+      'vanished:r-2',
+      'vanished:r-3',
+      'vanished:r-4',
+      'vanished:r-5',
+    ]);
+    const renamed = diffRunners([runner(1, { name: 'x' })], [runner(9, { name: 'x' })], 's');
+    assert.deepEqual(summary(renamed), ['appeared:x', 'vanished:x'], 'identity is the ID');
+  });
+
+  test('pages that disagree (runners changed mid-listing) are listed again', async () => {
+    const lister = new ScriptedLister((call, page) => {
+      const shifted = call < 2; // first pass: page 2 shifted by a removal, runner 2 is listed twice
+      if (page === 1)
+        return {
+          runners: [runner(1), runner(2)],
+          totalCount: 4,
+          hasNext: true,
+          maxAgeMs: 60_000,
+          notModified: false,
+        };
+      return {
+        runners: shifted ? [runner(2), runner(3)] : [runner(3), runner(4)],
+        totalCount: shifted ? 3 : 4,
+        hasNext: false,
+        maxAgeMs: 60_000,
+        notModified: false,
+      };
+    });
+    const registry = new RunnerRegistry({ lister, clock: new SteppingClock(), logger: silentLogger() });
+    const snap = await registry.refreshNow(org);
+    assert.equal(lister.calls, 4, 'two passes of two pages');
+    assert.deepEqual(
+      snap.runners.map((r) => r.id),
+      [1, 2, 3, 4],
+    );
+  });
+
+  test('our removal during an in-flight listing is not undone by that listing', async () => {
+    let open!: () => void;
+    const lister = new ScriptedLister(() => ({
+      runners: [runner(1), runner(2)],
+      totalCount: 2,
+      hasNext: false,
+      maxAgeMs: 60_000,
+      notModified: false,
+    }));
+    const clock = new SteppingClock();
+    const registry = new RunnerRegistry({ lister, clock, logger: silentLogger() });
+    await registry.refreshNow(org);
+    const events: RunnerChange[] = [];
+    registry.subscribe((c) => events.push(c));
+    lister.gate = new Promise((r) => {
+      open = r;
+    });
+    const pending = registry.refreshNow(org);
+    await realSleep(1);
+    registry.recordRemoved(org, 2);
+    registry.recordCreated(org, runner(7));
+    open();
+    const snap = await pending;
+    assert.deepEqual(
+      snap.runners.map((r) => r.id),
+      [1, 7],
+    );
+    assert.deepEqual(summary(events), ['vanished:r-2', 'appeared:r-7'], 'no flapping back');
+  });
+});
