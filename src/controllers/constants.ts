@@ -1,0 +1,35 @@
+/** Labels, annotations and finalizers shared with ARC (users and tooling depend on the exact keys). */
+
+export const LABEL_RUNNER = 'actions-runner';
+export const LABEL_RUNNERSET_NAME = 'runnerset-name';
+export const LABEL_RUNNER_DEPLOYMENT_NAME = 'runner-deployment-name';
+export const LABEL_RUNNER_POD = 'runner-pod';
+
+export const ANNOTATION_RUNNER_ID = 'actions-runner/id';
+export const ANNOTATION_UNREGISTRATION_REQUEST = 'actions-runner/unregistration-request-timestamp';
+export const ANNOTATION_UNREGISTRATION_START = 'actions-runner/unregistration-start-timestamp';
+export const ANNOTATION_UNREGISTRATION_COMPLETE = 'actions-runner/unregistration-complete-timestamp';
+export const ANNOTATION_UNREGISTRATION_FAILURE = 'actions-runner/unregistration-failure-message';
+export const ANNOTATION_COMPLETION_WAIT_START = 'actions-runner/runner-completion-wait-start-timestamp';
+export const ANNOTATION_CREDS_SECRET = 'actions-runner/github-api-creds-secret';
+export const ANNOTATION_LAST_REGISTRATION_CHECK = 'actions-runner-controller/last-registration-check-time';
+
+/** paddock's own: why a pod is waiting and since when, so every wait is visible on the pod. */
+export const ANNOTATION_WAIT_REASON = 'paddock.dev/wait-reason';
+export const ANNOTATION_WAIT_START = 'paddock.dev/wait-start-timestamp';
+
+export const FINALIZER_RUNNER_POD = 'actions.summerwind.dev/runner-pod';
+export const FINALIZER_LINKED_RESOURCES = 'actions.summerwind.dev/linked-resources';
+
+export const RUNNER_CONTAINER = 'runner';
+
+export const ENV_ENTERPRISE = 'RUNNER_ENTERPRISE';
+export const ENV_ORG = 'RUNNER_ORG';
+export const ENV_REPO = 'RUNNER_REPO';
+export const ENV_EPHEMERAL = 'RUNNER_EPHEMERAL';
+export const ENV_CONTAINER_HOOKS = 'ACTIONS_RUNNER_CONTAINER_HOOKS';
+
+/** RFC 3339 with seconds, as Go's time.RFC3339 formats UTC times. */
+export function rfc3339(ms: number): string {
+  return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
+}
