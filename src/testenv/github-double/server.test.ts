@@ -491,6 +491,18 @@ describe('GitHub API double: faults and the request log', () => {
     assert.equal(double.rateLimitedRequestCount(token), 2);
   });
 
+  test('a fault can target one path of a route', async () => {
+    double.injectFault({
+      route: 'GET /orgs/{org}/actions/runners/{runner_id}',
+      pathSuffix: '/runners/2',
+      status: 500,
+      times: 1,
+    });
+    assert.equal((await gh('/orgs/acme/actions/runners/1', { token })).status, 404, 'other IDs unaffected');
+    assert.equal((await gh('/orgs/acme/actions/runners/2', { token })).status, 500);
+    assert.equal((await gh('/orgs/acme/actions/runners/2', { token })).status, 404, 'used up');
+  });
+
   test('latency and stalled responses', async () => {
     double.injectFault({ route: 'GET /orgs/{org}/actions/runners', latencyMs: 200, times: 1 });
     const t0 = Date.now();

@@ -36,6 +36,8 @@ export interface GitHubDoubleOptions {
 export interface FaultRule {
   /** Route template such as `DELETE /orgs/{org}/actions/runners/{runner_id}`; omitted = every route. */
   route?: string;
+  /** Only requests whose path ends with this (e.g. `/actions/runners/42`): one runner, not all. */
+  pathSuffix?: string;
   /** Answer with this status (a GitHub-style error body). */
   status?: number;
   /** Delay before the answer (or before the fault's status). */
@@ -432,7 +434,7 @@ export class GitHubDouble {
     inflight: number,
   ): Promise<void> {
     // Fault injection comes first: it models the network and GitHub's own outages.
-    const fault = this.takeRule(this.faults, routeName, cred);
+    const fault = this.takeRule(this.faults, routeName, cred, url.pathname);
     if (fault?.latencyMs) await sleep(fault.latencyMs);
     if (fault?.stall) {
       this.log.push(this.entry(method, url, routeName, 0, cred, resource, false, false));
@@ -541,13 +543,12 @@ export class GitHubDouble {
     return this.finish(req, res, method, url, routeName, reply, resource, cred, !free);
   }
 
-  private takeRule<T extends { route?: string; credential?: string; times?: number; used: number }>(
-    rules: T[],
-    route: string,
-    cred: string,
-  ): T | undefined {
+  private takeRule<
+    T extends { route?: string; pathSuffix?: string; credential?: string; times?: number; used: number },
+  >(rules: T[], route: string, cred: string, path = ''): T | undefined {
     for (const rule of rules) {
       if (rule.route && rule.route !== route) continue;
+      if (rule.pathSuffix && !path.endsWith(rule.pathSuffix)) continue;
       if (rule.credential && rule.credential !== cred) continue;
       if (rule.times !== undefined && rule.used >= rule.times) continue;
       rule.used++;
