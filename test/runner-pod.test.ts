@@ -195,7 +195,6 @@ describe('runner pod controller', { concurrency: true }, () => {
     return list.items.filter((e) => e.regarding.name === name);
   }
 
-  const deletes = (d: GitHubDouble) => d.requestCount('DELETE /orgs/{org}/actions/runners/{runner_id}');
   const deleteCallsFor = (d: GitHubDouble, id: number) =>
     d.log.filter((e) => e.method === 'DELETE' && e.path.endsWith(`/actions/runners/${id}`)).length;
 

@@ -42,7 +42,6 @@ import {
   gracefulStopDecision,
   type PodLike,
   type RemovalAnswer,
-  type RunnerPodFacts,
   registrationCheckResult,
   registrationCheckStart,
   removalStep,
