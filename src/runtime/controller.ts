@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Clock } from './clock.ts';
+import type { Clock, Timer } from './clock.ts';
 import type { EventHandler, Informer, UpdatePredicate } from './informer.ts';
 import type { RuntimeMetrics } from './metrics.ts';
 import { type KubeObject, objectKey, splitKey } from './store.ts';
@@ -79,6 +79,9 @@ export class Controller {
   private readonly opts: ControllerOptions;
   private readonly log: Logger;
   private readonly informers = new Set<Informer<KubeObject>>();
+  private readonly primaries = new Set<Informer<KubeObject>>();
+  private resyncTimer: Timer | undefined;
+  private resyncMs = 0;
   private workers: Promise<void>[] = [];
   private abort = new AbortController();
   private started = false;
@@ -97,7 +100,25 @@ export class Controller {
 
   /** The primary resource: every change enqueues the object's own key. */
   watchFor<T extends KubeObject>(informer: Informer<T>, predicates: UpdatePredicate<T>[] = []): this {
+    this.primaries.add(informer as unknown as Informer<KubeObject>);
     return this.watchMapped(informer, (obj) => [objectKey(obj)], predicates);
+  }
+
+  /**
+   * Reconciles every primary object at this period even without changes (`--sync-period`), the
+   * safety net for anything an event could not tell us (e.g. time passing).
+   */
+  resyncEvery(periodMs: number): this {
+    this.resyncMs = periodMs;
+    return this;
+  }
+
+  private scheduleResync(): void {
+    if (this.resyncMs <= 0) return;
+    this.resyncTimer = this.opts.clock.setTimer(this.resyncMs, () => {
+      for (const inf of this.primaries) for (const key of inf.store.keys()) this.queue.add(key);
+      this.scheduleResync();
+    });
   }
 
   /**
@@ -160,11 +181,13 @@ export class Controller {
     this.opts.metrics?.maxConcurrent.set({ controller: this.name }, concurrency);
     this.log.info({ concurrency }, 'starting workers');
     this.workers = Array.from({ length: concurrency }, () => this.worker());
+    this.scheduleResync();
   }
 
   /** Stops taking keys and waits for reconciles in progress to finish. */
   async stop(): Promise<void> {
     this.abort.abort(new Error('controller stopping'));
+    this.resyncTimer?.cancel();
     await this.queue.shutdown();
     await Promise.all(this.workers);
   }

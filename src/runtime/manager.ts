@@ -22,8 +22,8 @@ export interface ManagerOptions {
   log: Logger;
   clock?: Clock;
   metrics?: RuntimeMetrics;
-  /** `host:port` for /healthz, /readyz and /metrics; `0` picks a free port; omit to serve nothing. */
-  probeAddress?: string;
+  /** `host:port` (or several) for /healthz, /readyz and /metrics; port 0 picks a free one; omit to serve nothing. */
+  probeAddress?: string | string[];
   leaderElection?: { namespace: string; name: string; identity: string; timings?: LeaderElectionTimings };
   /** Called after the lease is lost and controllers stopped. Default: exit the process with 1. */
   onLostLeadership?: () => void;
@@ -42,7 +42,7 @@ export class Manager {
   private readonly opts: ManagerOptions;
   private readonly informers = new Map<string, Informer<KubeObject>>();
   private readonly controllers: Controller[] = [];
-  private server: http.Server | undefined;
+  private servers: http.Server[] = [];
   private elector: LeaderElector | undefined;
   private controllersRunning = false;
   private stopping: Promise<void> | undefined;
@@ -106,14 +106,26 @@ export class Manager {
     return this.opts.leaderElection ? (this.elector?.isLeader ?? false) : true;
   }
 
-  /** Address of the probe/metrics server once started. */
+  /** Address of the (first) probe/metrics server once started. */
   get probeUrl(): string | undefined {
-    const addr = this.server?.address() as AddressInfo | null | undefined;
-    return addr ? `http://127.0.0.1:${addr.port}` : undefined;
+    return this.probeUrls[0];
+  }
+
+  get probeUrls(): string[] {
+    return this.servers.map((s) => {
+      const addr = s.address() as AddressInfo;
+      const host = addr.address === '0.0.0.0' || addr.address === '::' ? '127.0.0.1' : addr.address;
+      return `http://${host}:${addr.port}`;
+    });
+  }
+
+  get allControllers(): readonly Controller[] {
+    return this.controllers;
   }
 
   async start(): Promise<void> {
-    if (this.opts.probeAddress !== undefined) await this.serve(this.opts.probeAddress);
+    const addresses = this.opts.probeAddress === undefined ? [] : [this.opts.probeAddress].flat();
+    for (const address of addresses) await this.serve(address);
     for (const inf of this.informers.values()) inf.start();
     if (this.opts.handleSignals) {
       for (const signal of ['SIGTERM', 'SIGINT'] as const) {
@@ -164,8 +176,7 @@ export class Manager {
       await this.events.flush();
       await this.elector?.shutdown();
       await Promise.all([...this.informers.values()].map((i) => i.stop()));
-      const server = this.server;
-      if (server) {
+      for (const server of this.servers) {
         server.closeAllConnections();
         await new Promise<void>((resolve) => server.close(() => resolve()));
       }
@@ -188,7 +199,7 @@ export class Manager {
       server.once('error', reject);
       server.listen(Number(portText ?? 0), host || '127.0.0.1', () => resolve());
     });
-    this.server = server;
+    this.servers.push(server);
   }
 
   private async route(url: string): Promise<{ status: number; body: string; type: string }> {

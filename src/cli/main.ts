@@ -1,0 +1,35 @@
+import { UsageError } from './flags.ts';
+import { RUN_SUMMARY, runCommand, StartupError } from './run.ts';
+
+const USAGE = `Usage: paddock <command> [flags]
+
+Commands:
+  run       ${RUN_SUMMARY.split('\n')[0]}
+  help      show this text; \`paddock <command> --help\` explains a command's flags
+`;
+
+/** Entry point of the `paddock` binary; returns the process exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'run':
+        return await runCommand(rest);
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        process.stdout.write(USAGE);
+        return command === undefined ? 2 : 0;
+      default:
+        process.stderr.write(`paddock: unknown command "${command}"\n\n${USAGE}`);
+        return 2;
+    }
+  } catch (err) {
+    if (err instanceof UsageError || err instanceof StartupError) {
+      process.stderr.write(`paddock ${command}: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+}

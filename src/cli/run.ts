@@ -1,0 +1,281 @@
+import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { podGitHubClients } from '../controllers/github-clients.ts';
+import { RunnerPodReconciler } from '../controllers/runner-pod.ts';
+import {
+  GitHubClient,
+  type GitHubCredentials,
+  type GitHubEndpoints,
+  GitHubMetrics,
+  resolveEndpoints,
+} from '../github/index.ts';
+import { type Clock, realClock } from '../runtime/clock.ts';
+import { toKubeError } from '../runtime/errors.ts';
+import { createLogger } from '../runtime/log.ts';
+import { Manager } from '../runtime/manager.ts';
+import { type FlagValues, parseFlags, renderHelp, UsageError } from './flags.ts';
+import { RUN_FLAGS } from './run-flags.ts';
+
+/** Everything `paddock run` needs, after flags and environment are read and checked. */
+export interface RunConfig {
+  kubeconfig: string | undefined;
+  watchNamespace: string | undefined;
+  syncPeriodMs: number;
+  leaderElection: { name: string; namespace: string; identity: string } | undefined;
+  metricsAddr: string | undefined;
+  healthProbeAddr: string | undefined;
+  credentials: GitHubCredentials | undefined;
+  endpoints: GitHubEndpoints;
+  caBundle: Buffer | undefined;
+  rateLimitReserve: number;
+  runnerPod: {
+    registrationRecheckIntervalMs: number;
+    registrationRecheckJitterMs: number;
+    registrationTimeoutMs: number;
+    unregistrationRetryDelayMs: number;
+    forceDeleteTimeoutMs: number;
+  };
+  podDefaults: {
+    runnerImage: string;
+    dockerImage: string;
+    dockerGid: number;
+    dockerRegistryMirror: string;
+    imagePullSecrets: string[];
+    commonRunnerLabels: string[];
+    runnerStatusUpdateHook: boolean;
+    runnerGitHubUrl: string;
+  };
+  webhook: { addr: string | undefined; url: string | undefined; service: string; jitConfig: boolean };
+  logLevel: string;
+}
+
+const off = (addr: unknown) => (typeof addr !== 'string' || addr === '' || addr === '0' ? undefined : addr);
+
+function readPrivateKey(value: string): string {
+  const v = value.trim();
+  if (v.startsWith('-----BEGIN')) return v;
+  if (!existsSync(v)) {
+    throw new UsageError(
+      '--github-app-private-key / GITHUB_APP_PRIVATE_KEY: neither a PEM key nor the path of an existing file',
+    );
+  }
+  return readFileSync(v, 'utf8').trim();
+}
+
+/** Turns flag values into a checked configuration; every problem names the flag and variable. */
+export function runConfig(v: FlagValues): RunConfig {
+  let credentials: GitHubCredentials | undefined;
+  const tokenFile = v['github-token-file'] as string | undefined;
+  const token =
+    (v['github-token'] as string | undefined)?.trim() ||
+    (tokenFile ? readFileSync(tokenFile, 'utf8').trim() : '');
+  const appId = v['github-app-id'] as number | undefined;
+  const installationId = v['github-app-installation-id'] as number | undefined;
+  const appKey = v['github-app-private-key'] as string | undefined;
+  if (token) {
+    credentials = { kind: 'token', token };
+  } else if (appId !== undefined || installationId !== undefined || appKey) {
+    const missing = [
+      appId === undefined ? '--github-app-id (GITHUB_APP_ID)' : '',
+      installationId === undefined ? '--github-app-installation-id (GITHUB_APP_INSTALLATION_ID)' : '',
+      appKey ? '' : '--github-app-private-key (GITHUB_APP_PRIVATE_KEY)',
+    ].filter(Boolean);
+    if (missing.length > 0)
+      throw new UsageError(`GitHub App credentials are incomplete: missing ${missing.join(', ')}`);
+    credentials = {
+      kind: 'app',
+      appId: appId!,
+      installationId: installationId!,
+      privateKey: readPrivateKey(appKey!),
+    };
+  }
+  const reserve = v['github-rate-limit-reserve'] as number;
+  if (reserve < 0 || reserve >= 1)
+    throw new UsageError('--github-rate-limit-reserve: must be between 0 and 1 (e.g. 0.1)');
+  const caPath = v['github-ca-bundle'] as string | undefined;
+  const endpoints = resolveEndpoints({
+    githubUrl: (v['github-enterprise-url'] as string) || undefined,
+    apiUrl: (v['github-url'] as string) || undefined,
+  });
+  const leaderElect = v['leader-elect'] === true;
+  return {
+    kubeconfig: (v.kubeconfig as string | undefined) || undefined,
+    watchNamespace: (v['watch-namespace'] as string) || undefined,
+    syncPeriodMs: v['sync-period'] as number,
+    leaderElection: leaderElect
+      ? {
+          name: v['leader-election-id'] as string,
+          namespace: v['leader-election-namespace'] as string,
+          identity: `${os.hostname()}_${process.pid}`,
+        }
+      : undefined,
+    metricsAddr: off(v['metrics-addr']),
+    healthProbeAddr: off(v['health-probe-addr']),
+    credentials,
+    endpoints,
+    caBundle: caPath ? readFileSync(caPath) : undefined,
+    rateLimitReserve: reserve,
+    runnerPod: {
+      registrationRecheckIntervalMs: v['registration-recheck-interval'] as number,
+      registrationRecheckJitterMs: v['registration-recheck-jitter'] as number,
+      registrationTimeoutMs: v['registration-timeout'] as number,
+      unregistrationRetryDelayMs: v['unregistration-retry-delay'] as number,
+      forceDeleteTimeoutMs: v['force-delete-timeout'] as number,
+    },
+    podDefaults: {
+      runnerImage: v['runner-image'] as string,
+      dockerImage: v['docker-image'] as string,
+      dockerGid: v['docker-gid'] as number,
+      dockerRegistryMirror: v['docker-registry-mirror'] as string,
+      imagePullSecrets: (v['runner-image-pull-secret'] as string[] | undefined) ?? [],
+      commonRunnerLabels: (v['common-runner-labels'] as string[] | undefined) ?? [],
+      runnerStatusUpdateHook: v['runner-status-update-hook'] === true,
+      runnerGitHubUrl: (v['runner-github-url'] as string) || endpoints.serverUrl,
+    },
+    webhook: {
+      addr: off(v['webhook-addr']),
+      url: (v['webhook-url'] as string) || undefined,
+      service: v['webhook-service'] as string,
+      jitConfig: v['webhook-jit-config'] === true,
+    },
+    logLevel: v['log-level'] as string,
+  };
+}
+
+export interface Paddock {
+  manager: Manager;
+  defaultClient: GitHubClient | undefined;
+  stop(): Promise<void>;
+}
+
+/** Exit codes: 2 for unusable configuration, cluster or credentials (no point restarting blindly). */
+export class StartupError extends Error {
+  readonly exitCode = 2;
+}
+
+/**
+ * Starts the controllers for a configuration. Checks first that the cluster answers and that the
+ * default GitHub credentials work, so a misconfiguration fails fast with one clear message.
+ */
+export async function startPaddock(
+  config: RunConfig,
+  deps: { kubeConfig?: KubeConfig; log?: Logger; clock?: Clock; handleSignals?: boolean } = {},
+): Promise<Paddock> {
+  const log = deps.log ?? createLogger({ level: config.logLevel });
+  const clock = deps.clock ?? realClock;
+  let kubeConfig = deps.kubeConfig;
+  if (!kubeConfig) {
+    kubeConfig = new KubeConfig();
+    try {
+      if (config.kubeconfig) kubeConfig.loadFromFile(config.kubeconfig);
+      else kubeConfig.loadFromDefault();
+    } catch (err) {
+      throw new StartupError(
+        `cannot load the kubeconfig ${config.kubeconfig ?? '(default)'}: ${(err as Error).message}`,
+      );
+    }
+  }
+  const addresses = [
+    ...new Set([config.metricsAddr, config.healthProbeAddr].filter((a): a is string => a !== undefined)),
+  ];
+  const manager = new Manager({
+    kubeConfig,
+    log,
+    clock,
+    ...(addresses.length > 0 ? { probeAddress: addresses } : {}),
+    ...(config.leaderElection ? { leaderElection: config.leaderElection } : {}),
+    handleSignals: deps.handleSignals ?? false,
+  });
+  const server = kubeConfig.getCurrentCluster()?.server ?? '(none)';
+  try {
+    await manager.http.request('GET', '/version', { timeoutMs: 10_000 });
+  } catch (err) {
+    manager.http.close();
+    throw new StartupError(`cannot reach the Kubernetes API at ${server}: ${toKubeError(err).message}`);
+  }
+
+  const metrics = new GitHubMetrics(manager.metrics.registry);
+  let defaultClient: GitHubClient | undefined;
+  if (config.credentials) {
+    defaultClient = new GitHubClient({
+      credentials: config.credentials,
+      endpoints: config.endpoints,
+      clock,
+      logger: log.child({ component: 'github' }),
+      metrics,
+      reserveFraction: config.rateLimitReserve,
+      caBundle: config.caBundle,
+    });
+    try {
+      await defaultClient.transport.request({ kind: 'read', route: 'GET /rate_limit' });
+    } catch (err) {
+      defaultClient.close();
+      manager.http.close();
+      throw new StartupError(
+        `GitHub credentials do not work against ${config.endpoints.apiBaseUrl}: ${(err as Error).message}`,
+      );
+    }
+  } else {
+    log.warn(
+      'no default GitHub credentials: only runners whose resources name a githubAPICredentialsFrom Secret can be managed',
+    );
+  }
+  const clients = podGitHubClients({
+    http: manager.http,
+    clock,
+    log: log.child({ component: 'github' }),
+    metrics,
+    ...(defaultClient ? { defaultClient } : {}),
+    defaultEndpoints: config.endpoints,
+    reserveFraction: config.rateLimitReserve,
+    ...(config.caBundle ? { caBundle: config.caBundle } : {}),
+  });
+  const runnerPods = new RunnerPodReconciler({
+    manager,
+    github: clients,
+    ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
+    settings: config.runnerPod,
+  });
+  for (const c of manager.allControllers) c.resyncEvery(config.syncPeriodMs);
+  await manager.start();
+  log.info(
+    {
+      kubernetes: server,
+      github: config.endpoints.apiBaseUrl,
+      namespace: config.watchNamespace ?? '(all)',
+      leaderElection: Boolean(config.leaderElection),
+      probes: manager.probeUrls,
+    },
+    'paddock started',
+  );
+  return {
+    manager,
+    defaultClient,
+    async stop() {
+      runnerPods.stop();
+      await manager.stop();
+      clients.pool.close();
+      defaultClient?.close();
+    },
+  };
+}
+
+export const RUN_SUMMARY =
+  'Runs the paddock controller manager: the runner pod controller (registration checks, graceful\n' +
+  'unregistration, replacement of finished pods, forced deletion of pods on lost nodes) for ARC\n' +
+  'manifests (actions.summerwind.dev/v1alpha1). Every flag can also be set by its environment variable.';
+
+export async function runCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const { values, help } = parseFlags(RUN_FLAGS, argv, env);
+  if (help) {
+    process.stdout.write(renderHelp('run', RUN_SUMMARY, RUN_FLAGS));
+    return 0;
+  }
+  const config = runConfig(values);
+  const paddock = await startPaddock(config, { handleSignals: true });
+  await new Promise<void>(() => undefined); // runs until a signal stops the manager
+  await paddock.stop();
+  return 0;
+}

@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../src/testenv/control-plane.ts';
+import { GitHubDouble } from '../src/testenv/github-double/index.ts';
+import { eventually, namespaceFixture } from './support/cluster.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const bin = path.join(root, 'bin/paddock.js');
+
+function paddock(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const child = spawn(process.execPath, [bin, ...args], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const exited = new Promise<number>((resolve) =>
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? 128 : 0))),
+  );
+  return { child, exited, out: () => stdout, err: () => stderr };
+}
+
+describe('paddock run', () => {
+  const ns = namespaceFixture('t-cli');
+  const double = new GitHubDouble();
+  let kubeconfig: string;
+  let token: string;
+  const children: ChildProcess[] = [];
+
+  before(async () => {
+    await double.start();
+    double.addOrg('acme');
+    token = double.addToken().token;
+    kubeconfig = process.env.PADDOCK_TEST_KUBECONFIG ?? '';
+  });
+  after(async () => {
+    for (const c of children) c.kill('SIGKILL');
+    await double.stop();
+  });
+
+  test('--help explains every flag with its environment variable', async () => {
+    const p = paddock(['run', '--help']);
+    assert.equal(await p.exited, 0);
+    for (const flag of [
+      '--github-url',
+      '--sync-period',
+      '--watch-namespace',
+      '--runner-image',
+      '--docker-image',
+      '--leader-elect',
+      '--metrics-addr',
+      '--health-probe-addr',
+      '--registration-timeout',
+      '--force-delete-timeout',
+    ]) {
+      assert.ok(p.out().includes(flag), `${flag} documented`);
+    }
+    assert.match(p.out(), /env GITHUB_TOKEN/);
+  });
+
+  test('starts against the control plane and the GitHub double, serves probes, stops on SIGTERM', async (t) => {
+    if (!kubeconfig) return t.skip('needs the shared control plane of test/run.ts');
+    const port = await freePort();
+    const p = paddock(
+      [
+        'run',
+        '--watch-namespace',
+        ns.name,
+        '--metrics-addr',
+        `127.0.0.1:${port}`,
+        '--health-probe-addr',
+        '0',
+        '--webhook-addr',
+        '0',
+      ],
+      { KUBECONFIG: kubeconfig, GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl, LOG_LEVEL: 'info' },
+    );
+    children.push(p.child);
+    await eventually('started', async () => p.out().includes('paddock started'), 30_000);
+    const line = JSON.parse(
+      p
+        .out()
+        .split('\n')
+        .find((l) => l.includes('paddock started'))!,
+    );
+    assert.equal(line.level, 'info');
+    assert.equal(line.namespace, ns.name);
+    assert.ok(!p.out().includes(token), 'the token never reaches the logs');
+    assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+    await eventually('ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200);
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    assert.match(metrics, /github_rate_limit\{/);
+    assert.match(metrics, /workqueue_depth/);
+    p.child.kill('SIGTERM');
+    assert.equal(await p.exited, 0);
+  });
+
+  test('unusable credentials: a clear message and exit code 2', async (t) => {
+    if (!kubeconfig) return t.skip('needs the shared control plane of test/run.ts');
+    const p = paddock(['run', '--metrics-addr', '0', '--health-probe-addr', '0'], {
+      KUBECONFIG: kubeconfig,
+      GITHUB_TOKEN: 'ghp_wrong',
+      GITHUB_URL: double.apiUrl,
+    });
+    assert.equal(await p.exited, 2);
+    assert.match(
+      p.err(),
+      /GitHub credentials do not work against http:\/\/127\.0\.0\.1:\d+: .*Bad credentials/,
+    );
+    assert.ok(!p.err().includes('ghp_wrong'));
+  });
+
+  test('unreachable cluster: a clear message and exit code 2', async () => {
+    const p = paddock(['run', '--kubeconfig', path.join(root, 'test/fixtures/unreachable-kubeconfig.yaml')], {
+      GITHUB_TOKEN: token,
+      GITHUB_URL: double.apiUrl,
+    });
+    assert.equal(await p.exited, 2);
+    assert.match(p.err(), /cannot reach the Kubernetes API at https:\/\/127\.0\.0\.1:1/);
+  });
+});
