@@ -1,0 +1,48 @@
+export type {
+  CertificateAuthorityOptions,
+  KeyPairPem,
+  PersistedCertificatesOptions,
+  ServingCertificateOptions,
+  WebhookCertificates,
+} from './certs.ts';
+export {
+  certificatesUsable,
+  generateCertificateAuthority,
+  generateWebhookCertificates,
+  issueServingCertificate,
+  loadOrCreateWebhookCertificates,
+} from './certs.ts';
+export type { RunnerPodWebhookOptions, WebhookClientConfig } from './configuration.ts';
+export {
+  applyRunnerPodWebhookConfiguration,
+  DEFAULT_WEBHOOK_CONFIGURATION_NAME,
+  deleteRunnerPodWebhookConfiguration,
+  RUNNER_POD_WEBHOOK_NAME,
+  runnerPodWebhookConfiguration,
+} from './configuration.ts';
+export type { JsonPatchOp } from './json-patch.ts';
+export { diffJson, escapePointerToken } from './json-patch.ts';
+export type {
+  AdmissionContext,
+  AdmissionResult,
+  AdmissionStatus,
+  JitSettings,
+  RunnerTokenClient,
+  RunnerTokenClientSource,
+  RunnerTokenInjectorDeps,
+} from './runner-token.ts';
+export {
+  ANNOTATION_TOKEN_EXPIRES_AT,
+  ENV_JIT_CONFIG,
+  LABEL_INJECT_REGISTRATION_TOKEN,
+  MUTATE_RUNNER_POD_PATH,
+  mutateRunnerPod,
+  runnerPodAdmissionHandler,
+} from './runner-token.ts';
+export type {
+  AdmissionHandler,
+  AdmissionRequest,
+  AdmissionReviewResponse,
+  WebhookServerOptions,
+} from './server.ts';
+export { admissionReviewFor, reviewAdmission, WebhookServer } from './server.ts';

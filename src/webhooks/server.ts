@@ -1,0 +1,339 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { KeyPairPem } from './certs.ts';
+import type { AdmissionResult } from './runner-token.ts';
+
+/**
+ * The admission webhook HTTPS server: `admission.k8s.io/v1` AdmissionReview in, AdmissionReview
+ * out, one handler per path, and `GET /healthz`. Malformed reviews get a 400 with the reason;
+ * handler failures and timeouts become denials, never dropped connections.
+ */
+
+export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
+
+/** The fields of an AdmissionReview `request` the handlers use (the rest passes through untyped). */
+export interface AdmissionRequest {
+  uid: string;
+  kind?: { group?: string; version?: string; kind?: string };
+  resource?: { group?: string; version?: string; resource?: string };
+  namespace?: string;
+  name?: string;
+  operation?: string;
+  object?: unknown;
+  oldObject?: unknown;
+  dryRun?: boolean;
+  [key: string]: unknown;
+}
+
+export type AdmissionHandler = (request: AdmissionRequest, signal: AbortSignal) => Promise<AdmissionResult>;
+
+export interface AdmissionReviewResponse {
+  apiVersion: typeof ADMISSION_API_VERSION;
+  kind: 'AdmissionReview';
+  response: {
+    uid: string;
+    allowed: boolean;
+    status?: { status: 'Failure'; code: number; message: string; reason?: string };
+    patchType?: 'JSONPatch';
+    /** base64 of the JSON patch. */
+    patch?: string;
+    warnings?: string[];
+  };
+}
+
+/** HTTP answer of the framing layer: a status and a JSON or text body. */
+export interface FramedAnswer {
+  status: number;
+  body: AdmissionReviewResponse | { message: string };
+}
+
+export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+export const DEFAULT_HANDLER_TIMEOUT_MS = 9_500;
+
+/** Builds the AdmissionReview answering `uid` with `result`. */
+export function admissionReviewFor(uid: string, result: AdmissionResult): AdmissionReviewResponse {
+  const response: AdmissionReviewResponse['response'] = { uid, allowed: result.allowed };
+  if (result.status) {
+    response.status = {
+      status: 'Failure',
+      code: result.status.code,
+      message: result.status.message,
+      ...(result.status.reason ? { reason: result.status.reason } : {}),
+    };
+  }
+  if (result.allowed && result.patch && result.patch.length > 0) {
+    response.patchType = 'JSONPatch';
+    response.patch = Buffer.from(JSON.stringify(result.patch), 'utf8').toString('base64');
+  }
+  if (result.warnings && result.warnings.length > 0) response.warnings = result.warnings;
+  return { apiVersion: ADMISSION_API_VERSION, kind: 'AdmissionReview', response };
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Decodes an AdmissionReview body, runs `handler` on its request, and frames the answer. Pure apart
+ * from the handler; the server adds HTTP concerns (method, size, content type) around it.
+ */
+export async function reviewAdmission(
+  body: string,
+  handler: AdmissionHandler,
+  options: { signal?: AbortSignal; timeoutMs?: number; logger?: Logger } = {},
+): Promise<FramedAnswer> {
+  let review: unknown;
+  try {
+    review = JSON.parse(body);
+  } catch (err) {
+    return { status: 400, body: { message: `malformed AdmissionReview: ${(err as Error).message}` } };
+  }
+  if (!isObject(review))
+    return { status: 400, body: { message: 'malformed AdmissionReview: not an object' } };
+  if (review.apiVersion !== ADMISSION_API_VERSION || review.kind !== 'AdmissionReview') {
+    return {
+      status: 400,
+      body: {
+        message: `malformed AdmissionReview: expected apiVersion ${ADMISSION_API_VERSION} kind AdmissionReview, got ${String(review.apiVersion)} ${String(review.kind)}`,
+      },
+    };
+  }
+  const request = review.request;
+  if (!isObject(request) || typeof request.uid !== 'string' || request.uid === '') {
+    return { status: 400, body: { message: 'malformed AdmissionReview: request.uid is missing' } };
+  }
+  const uid = request.uid;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
+  const deadline = AbortSignal.timeout(timeoutMs);
+  const signal = options.signal ? AbortSignal.any([deadline, options.signal]) : deadline;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const timedOut = new Promise<AdmissionResult>((resolve) => {
+      timer = setTimeout(
+        () =>
+          resolve({
+            allowed: false,
+            status: {
+              code: 504,
+              message: `paddock: admission of ${describeRequest(request)} did not finish within ${timeoutMs} ms`,
+              reason: 'Timeout',
+            },
+          }),
+        timeoutMs,
+      );
+    });
+    const result = await Promise.race([handler(request as AdmissionRequest, signal), timedOut]);
+    return { status: 200, body: admissionReviewFor(uid, result) };
+  } catch (err) {
+    options.logger?.error({ err, uid }, 'admission handler failed');
+    return {
+      status: 200,
+      body: admissionReviewFor(uid, {
+        allowed: false,
+        status: {
+          code: 500,
+          message: `paddock: admission of ${describeRequest(request)} failed: ${err instanceof Error ? err.message : String(err)}`,
+          reason: 'InternalError',
+        },
+      }),
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function describeRequest(request: Record<string, unknown>): string {
+  const resource = isObject(request.resource) ? String(request.resource.resource ?? 'object') : 'object';
+  const ns = typeof request.namespace === 'string' && request.namespace ? `${request.namespace}/` : '';
+  const name = typeof request.name === 'string' && request.name ? request.name : '<new>';
+  return `${resource} ${ns}${name}`;
+}
+
+export interface WebhookServerOptions {
+  tls: KeyPairPem;
+  /** Path → handler, e.g. `{ '/mutate-runner-set-pod': runnerPodAdmissionHandler(deps) }`. */
+  handlers: Record<string, AdmissionHandler>;
+  logger: Logger;
+  /** Default `0.0.0.0`; tests use 127.0.0.1. */
+  host?: string | undefined;
+  /** Default 9443 (ARC's `--port`); 0 picks a free port. */
+  port?: number | undefined;
+  maxBodyBytes?: number | undefined;
+  /** Time a handler may take before the request is denied (default 9.5 s, below the API server's 10 s). */
+  handlerTimeoutMs?: number | undefined;
+  /** Time to receive a whole request (default 10 s). */
+  requestTimeoutMs?: number | undefined;
+}
+
+export class WebhookServer {
+  private readonly server: https.Server;
+  private readonly handlers: Record<string, AdmissionHandler>;
+  private readonly log: Logger;
+  private readonly host: string;
+  private readonly requestedPort: number;
+  private readonly maxBodyBytes: number;
+  private readonly handlerTimeoutMs: number;
+  private readonly counts = new Map<string, number>();
+  private listening = false;
+
+  constructor(options: WebhookServerOptions) {
+    this.handlers = options.handlers;
+    this.log = options.logger.child({ component: 'webhook-server' });
+    this.host = options.host ?? '0.0.0.0';
+    this.requestedPort = options.port ?? 9443;
+    this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.handlerTimeoutMs = options.handlerTimeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
+    this.server = https.createServer(
+      { key: options.tls.key, cert: options.tls.cert, minVersion: 'TLSv1.2' },
+      (req, res) => {
+        this.serve(req, res).catch((err) => {
+          this.log.error({ err }, 'webhook request failed');
+          if (!res.headersSent) send(res, 500, { message: 'internal error' });
+          else res.destroy();
+        });
+      },
+    );
+    this.server.requestTimeout = options.requestTimeoutMs ?? 10_000;
+    this.server.headersTimeout = Math.min(this.server.requestTimeout, 10_000);
+    this.server.keepAliveTimeout = 30_000;
+  }
+
+  /** Listens; resolves with the port. */
+  async start(): Promise<number> {
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: Error) => reject(err);
+      this.server.once('error', onError);
+      this.server.listen(this.requestedPort, this.host, () => {
+        this.server.off('error', onError);
+        resolve();
+      });
+    });
+    this.listening = true;
+    this.log.info({ host: this.host, port: this.port }, 'webhook server listening');
+    return this.port;
+  }
+
+  get port(): number {
+    const a = this.server.address() as AddressInfo | null;
+    if (!a) throw new Error('webhook server is not listening');
+    return a.port;
+  }
+
+  /** `https://<host>:<port><path>` (for a `url` clientConfig in development). */
+  url(path: string): string {
+    const host =
+      this.host === '0.0.0.0' ? '127.0.0.1' : this.host.includes(':') ? `[${this.host}]` : this.host;
+    return `https://${host}:${this.port}${path}`;
+  }
+
+  /** Admission requests received (on one path, or all). */
+  requestCount(path?: string): number {
+    if (path !== undefined) return this.counts.get(path) ?? 0;
+    let n = 0;
+    for (const v of this.counts.values()) n += v;
+    return n;
+  }
+
+  /** Serves a renewed certificate to new connections. */
+  setCertificate(tls: KeyPairPem): void {
+    this.server.setSecureContext({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.2' });
+  }
+
+  async stop(): Promise<void> {
+    if (!this.listening) return;
+    this.listening = false;
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
+    const force = setTimeout(() => this.server.closeAllConnections(), 2_000);
+    await closed;
+    clearTimeout(force);
+  }
+
+  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0]!;
+    if (path === '/healthz' || path === '/readyz') {
+      if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, { message: 'use GET' });
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end('ok');
+      return;
+    }
+    const handler = Object.hasOwn(this.handlers, path) ? this.handlers[path] : undefined;
+    if (!handler) return send(res, 404, { message: `no admission webhook at ${path}` });
+    if (req.method !== 'POST') return send(res, 405, { message: 'admission reviews are POSTed' });
+    this.counts.set(path, (this.counts.get(path) ?? 0) + 1);
+    const type = (req.headers['content-type'] ?? 'application/json').split(';')[0]!.trim().toLowerCase();
+    if (type !== 'application/json') {
+      return send(res, 415, { message: `content type ${type} is not supported; send application/json` });
+    }
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > this.maxBodyBytes) {
+      return tooLarge(res, req, this.maxBodyBytes);
+    }
+    const body = await readBody(req, this.maxBodyBytes);
+    if (body === undefined) return tooLarge(res, req, this.maxBodyBytes);
+    // The API server gave up (its timeout): stop working on its behalf.
+    const gone = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) gone.abort(new Error('the API server closed the connection'));
+    });
+    const started = Date.now();
+    const answer = await reviewAdmission(body, handler, {
+      signal: gone.signal,
+      timeoutMs: this.handlerTimeoutMs,
+      logger: this.log,
+    });
+    if ('response' in answer.body) {
+      const r = answer.body.response;
+      this.log.debug(
+        {
+          path,
+          uid: r.uid,
+          allowed: r.allowed,
+          patched: r.patch !== undefined,
+          code: r.status?.code,
+          ms: Date.now() - started,
+        },
+        'admission review',
+      );
+    } else {
+      this.log.warn({ path, message: answer.body.message }, 'malformed admission review');
+    }
+    send(res, answer.status, answer.body);
+  }
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent || res.destroyed) return;
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** The body as text, or undefined once it grows past `max` (reading stops there). */
+function readBody(req: IncomingMessage, max: number): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > max) {
+        req.off('data', onData);
+        req.pause();
+        resolve(undefined);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.once('error', reject);
+  });
+}
+
+function tooLarge(res: ServerResponse, req: IncomingMessage, max: number): void {
+  res.setHeader('connection', 'close');
+  send(res, 413, { message: `admission review larger than ${max} bytes` });
+  res.on('finish', () => req.destroy());
+}
