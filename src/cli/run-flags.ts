@@ -265,6 +265,14 @@ export const RUN_FLAGS: FlagSpec[] = [
     default: 'false',
     help: 'inject a just-in-time runner configuration instead of a registration token',
   },
+  {
+    group: 'Kubernetes',
+    name: 'install-crds',
+    type: 'boolean',
+    env: 'INSTALL_CRDS',
+    default: 'false',
+    help: 'server-side apply the actions.summerwind.dev CRDs at start-up',
+  },
   // Logging
   {
     group: 'Logging',

@@ -2,8 +2,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { crdManifests } from '../api/index.ts';
 import { podGitHubClients } from '../controllers/github-clients.ts';
 import { RunnerPodReconciler } from '../controllers/runner-pod.ts';
+import { DEFAULT_RUNNER_POD_DEFAULTS } from '../controllers/runner-pod-spec.ts';
+import { RunnerSetReconciler } from '../controllers/runner-set.ts';
 import {
   GitHubClient,
   type GitHubCredentials,
@@ -13,8 +16,17 @@ import {
 } from '../github/index.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
 import { toKubeError } from '../runtime/errors.ts';
+import { PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
 import { createLogger } from '../runtime/log.ts';
 import { Manager } from '../runtime/manager.ts';
+import { FIELD_MANAGER } from '../runtime/objects.ts';
+import {
+  applyRunnerPodWebhookConfiguration,
+  loadOrCreateWebhookCertificates,
+  MUTATE_RUNNER_POD_PATH,
+  runnerPodAdmissionHandler,
+  WebhookServer,
+} from '../webhooks/index.ts';
 import { type FlagValues, parseFlags, renderHelp, UsageError } from './flags.ts';
 import { RUN_FLAGS } from './run-flags.ts';
 
@@ -48,6 +60,7 @@ export interface RunConfig {
     runnerGitHubUrl: string;
   };
   webhook: { addr: string | undefined; url: string | undefined; service: string; jitConfig: boolean };
+  installCrds: boolean;
   logLevel: string;
 }
 
@@ -140,13 +153,39 @@ export function runConfig(v: FlagValues): RunConfig {
       service: v['webhook-service'] as string,
       jitConfig: v['webhook-jit-config'] === true,
     },
+    installCrds: v['install-crds'] === true,
     logLevel: v['log-level'] as string,
   };
+}
+
+/** Server-side applies the CRDs and waits until the API server serves them. */
+export async function installCrds(http: Manager['http']): Promise<void> {
+  for (const crd of crdManifests()) {
+    const name = (crd.metadata as { name: string }).name;
+    await http.request('PATCH', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`, {
+      body: crd,
+      contentType: PATCH_CONTENT_TYPES.apply,
+      query: { fieldManager: FIELD_MANAGER, force: 'true' },
+    });
+  }
+  for (const crd of crdManifests()) {
+    const name = (crd.metadata as { name: string }).name;
+    for (let i = 0; ; i++) {
+      const got = await http.request<{ status?: { conditions?: { type: string; status: string }[] } }>(
+        'GET',
+        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
+      );
+      if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+      if (i > 100) throw new StartupError(`CRD ${name} did not become Established`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
 }
 
 export interface Paddock {
   manager: Manager;
   defaultClient: GitHubClient | undefined;
+  webhookUrl: string | undefined;
   stop(): Promise<void>;
 }
 
@@ -238,7 +277,30 @@ export async function startPaddock(
     ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
     settings: config.runnerPod,
   });
+  const podDefaults = {
+    ...DEFAULT_RUNNER_POD_DEFAULTS,
+    runnerImage: config.podDefaults.runnerImage,
+    dockerImage: config.podDefaults.dockerImage,
+    dockerGID: String(config.podDefaults.dockerGid),
+    dockerRegistryMirror: config.podDefaults.dockerRegistryMirror,
+    runnerImagePullSecrets: config.podDefaults.imagePullSecrets,
+    useRunnerStatusUpdateHook: config.podDefaults.runnerStatusUpdateHook,
+  };
+  if (config.installCrds) await installCrds(manager.http);
+  new RunnerSetReconciler({
+    manager,
+    github: clients,
+    podDefaults,
+    githubBaseUrl: config.podDefaults.runnerGitHubUrl,
+    registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
+    ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
+  });
   for (const c of manager.allControllers) c.resyncEvery(config.syncPeriodMs);
+
+  let webhook: WebhookServer | undefined;
+  if (config.webhook.addr) {
+    webhook = await startWebhook(config, manager, clients, log);
+  }
   await manager.start();
   log.info(
     {
@@ -253,13 +315,69 @@ export async function startPaddock(
   return {
     manager,
     defaultClient,
+    webhookUrl: webhook ? webhook.url(MUTATE_RUNNER_POD_PATH) : undefined,
     async stop() {
       runnerPods.stop();
+      await webhook?.stop();
       await manager.stop();
       clients.pool.close();
       defaultClient?.close();
     },
   };
+}
+
+/**
+ * Serves /mutate-runner-set-pod over TLS with certificates paddock makes itself (kept in a Secret
+ * so replicas share them) and registers the MutatingWebhookConfiguration with their CA.
+ */
+async function startWebhook(
+  config: RunConfig,
+  manager: Manager,
+  clients: ReturnType<typeof podGitHubClients>,
+  log: Logger,
+): Promise<WebhookServer> {
+  const [host, portText] = config.webhook.addr!.split(/:(?=[^:]*$)/) as [string, string | undefined];
+  const namespace = config.leaderElection?.namespace ?? 'default';
+  const url = config.webhook.url ? new URL(config.webhook.url) : undefined;
+  const ipHost = url && /^[\d.]+$|^\[/.test(url.hostname) ? url.hostname.replace(/^\[|\]$/g, '') : undefined;
+  const certs = await loadOrCreateWebhookCertificates({
+    http: manager.http,
+    namespace,
+    dnsNames: [
+      `${config.webhook.service}.${namespace}.svc`,
+      `${config.webhook.service}.${namespace}.svc.cluster.local`,
+      ...(url && !ipHost ? [url.hostname] : []),
+    ],
+    ...(ipHost ? { ipAddresses: [ipHost] } : {}),
+  });
+  const server = new WebhookServer({
+    tls: certs.serving,
+    handlers: {
+      [MUTATE_RUNNER_POD_PATH]: runnerPodAdmissionHandler({
+        github: clients,
+        logger: log.child({ component: 'webhook' }),
+        ...(config.webhook.jitConfig ? { jit: {} } : {}),
+      }),
+    },
+    logger: log.child({ component: 'webhook' }),
+    host: host || '0.0.0.0',
+    port: Number(portText ?? 9443),
+  });
+  const port = await server.start();
+  const clientUrl = url
+    ? `${url.protocol}//${url.host.replace(/:0$/, `:${port}`)}${MUTATE_RUNNER_POD_PATH}`
+    : undefined;
+  await applyRunnerPodWebhookConfiguration(manager.http, {
+    // One configuration per watched namespace, so several paddocks can share a cluster.
+    ...(config.watchNamespace ? { name: `paddock-runner-pod-token-${config.watchNamespace}` } : {}),
+    clientConfig: clientUrl
+      ? { url: clientUrl }
+      : { service: { namespace, name: config.webhook.service, port: 443 } },
+    caBundle: certs.ca.cert,
+    ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
+    jit: config.webhook.jitConfig,
+  });
+  return server;
 }
 
 export const RUN_SUMMARY =

@@ -88,6 +88,10 @@ export class Manager {
         ...opts,
       }) as unknown as Informer<KubeObject>;
       this.informers.set(key, inf);
+    } else {
+      for (const [name, fn] of Object.entries(opts.indexers ?? {})) {
+        inf.store.addIndexer(name, fn as unknown as (o: KubeObject) => string[]);
+      }
     }
     return inf as unknown as Informer<T>;
   }

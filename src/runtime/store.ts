@@ -65,12 +65,30 @@ export class Store<T extends KubeObject = KubeObject> {
   private readonly indexes = new Map<string, Map<string, Set<string>>>();
 
   constructor(indexers: Record<string, IndexFunc<T>> = defaultIndexers as Record<string, IndexFunc<T>>) {
-    this.indexers = indexers;
+    this.indexers = { ...indexers };
     for (const name of Object.keys(indexers)) this.indexes.set(name, new Map());
   }
 
   get size(): number {
     return this.items.size;
+  }
+
+  /** Adds an index later (shared informers: another user may need one the creator did not). */
+  addIndexer(name: string, fn: IndexFunc<T>): void {
+    if (this.indexers[name]) return;
+    this.indexers[name] = fn;
+    this.indexes.set(name, new Map());
+    for (const [key, obj] of this.items) {
+      const idx = this.indexes.get(name)!;
+      for (const v of fn(obj)) {
+        let set = idx.get(v);
+        if (!set) {
+          set = new Set();
+          idx.set(v, set);
+        }
+        set.add(key);
+      }
+    }
   }
 
   get(key: string): T | undefined {

@@ -1,0 +1,378 @@
+import type { V1StatefulSetSpec } from '@kubernetes/client-node';
+import { RUNNER_SETS, type RunnerSet } from '../api/index.ts';
+import { type GitHubClient, resolveScope } from '../github/index.ts';
+import type { Clock } from '../runtime/clock.ts';
+import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
+import { isNotFound, toKubeError } from '../runtime/errors.ts';
+import type { EventRecorder } from '../runtime/events.ts';
+import { type Informer, type ResourceRef, resourcePath } from '../runtime/informer.ts';
+import type { KubeHttp } from '../runtime/kube-http.ts';
+import type { Manager } from '../runtime/manager.ts';
+import { controllerReference, mergePatch } from '../runtime/objects.ts';
+import { CONTROLLER_UID_INDEX, defaultIndexers, type KubeObject } from '../runtime/store.ts';
+import {
+  ANNOTATION_CREDS_SECRET,
+  ANNOTATION_UNREGISTRATION_COMPLETE,
+  ANNOTATION_UNREGISTRATION_REQUEST,
+  LABEL_RUNNERSET_NAME,
+  rfc3339,
+} from './constants.ts';
+import {
+  ANNOTATION_SYNC_TIME,
+  classifyPod,
+  LABEL_TEMPLATE_HASH,
+  type OwnerAction,
+  type OwnerState,
+  planOwnerSync,
+} from './owner-sync.ts';
+import type { GitHubClientSource, PodObject } from './runner-pod.ts';
+import { PODS } from './runner-pod.ts';
+import {
+  LabelKeyPodMutation,
+  LabelValuePodMutation,
+  newRunnerSetPodTemplate,
+  type RunnerPodDefaults,
+} from './runner-pod-spec.ts';
+
+/**
+ * RunnerSet controller (spec §3.7): one StatefulSet with one pod per runner. Scale-up creates
+ * StatefulSets; scale-down asks the chosen runners' pods to unregister (the runner pod controller
+ * does it gracefully) and deletes a StatefulSet only once its runner is gone from GitHub; finished
+ * ephemeral runners are replaced; StatefulSets of an older template are rolled one at a time.
+ */
+
+export const STATEFUL_SETS: ResourceRef = {
+  group: 'apps',
+  version: 'v1',
+  plural: 'statefulsets',
+  namespaced: true,
+  kind: 'StatefulSet',
+};
+const PVCS: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'persistentvolumeclaims',
+  namespaced: true,
+  kind: 'PersistentVolumeClaim',
+};
+
+export const LABEL_RUNNER_STATEFULSET_NAME = 'runner-statefulset-name';
+/** ARC stops reconciling a RunnerSet with more StatefulSets than this. */
+const MAX_STATEFULSETS = 1000;
+
+interface StatefulSet extends KubeObject {
+  spec?: V1StatefulSetSpec & { replicas?: number };
+  status?: { replicas?: number; readyReplicas?: number; currentReplicas?: number; updatedReplicas?: number };
+}
+
+export interface RunnerSetControllerOptions {
+  manager: Manager;
+  github: GitHubClientSource;
+  podDefaults: RunnerPodDefaults;
+  /** URL runners register against (GITHUB_URL in their pods). */
+  githubBaseUrl: string;
+  namespace?: string;
+  registrationTimeoutMs?: number;
+  concurrency?: number;
+}
+
+export class RunnerSetReconciler {
+  readonly controller: Controller;
+  private readonly runnerSets: Informer<RunnerSet>;
+  private readonly statefulSets: Informer<StatefulSet>;
+  private readonly pods: Informer<PodObject>;
+  private readonly http: KubeHttp;
+  private readonly clock: Clock;
+  private readonly events: EventRecorder;
+  private readonly opts: RunnerSetControllerOptions;
+
+  constructor(opts: RunnerSetControllerOptions) {
+    const m = opts.manager;
+    this.opts = opts;
+    this.http = m.http;
+    this.clock = m.clock;
+    this.events = m.events;
+    const ns = opts.namespace ? { namespace: opts.namespace } : {};
+    this.runnerSets = m.informer<RunnerSet>(RUNNER_SETS, ns);
+    this.statefulSets = m.informer<StatefulSet>(STATEFUL_SETS, ns);
+    this.pods = m.informer<PodObject>(PODS, { ...ns, indexers: defaultIndexers });
+    this.controller = m
+      .controller({
+        name: 'runnerset-controller',
+        concurrency: opts.concurrency ?? 2,
+        reconcile: (req, ctx) => this.reconcile(req.key, ctx),
+      })
+      .watchFor(this.runnerSets)
+      .watchOwned(this.statefulSets, 'RunnerSet')
+      .watchMapped(this.pods, (pod) => {
+        // pod → its StatefulSet → that StatefulSet's RunnerSet
+        const sts = pod.metadata.ownerReferences?.find((r) => r.controller && r.kind === 'StatefulSet');
+        if (!sts) return [];
+        const owner = this.statefulSets.store.getByName(pod.metadata.namespace, sts.name);
+        const rs = owner?.metadata.ownerReferences?.find((r) => r.controller && r.kind === 'RunnerSet');
+        return rs ? [`${pod.metadata.namespace}/${rs.name}`] : [];
+      });
+  }
+
+  async reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
+    const rs = this.runnerSets.store.get(key);
+    if (!rs || rs.metadata.deletionTimestamp) return undefined;
+    const namespace = rs.metadata.namespace ?? 'default';
+    const owned = this.statefulSets.store
+      .byIndex(CONTROLLER_UID_INDEX, rs.metadata.uid ?? '')
+      .sort((a, b) => (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? ''));
+    if (owned.length > MAX_STATEFULSETS) {
+      this.event(
+        rs,
+        'Warning',
+        'TooManyRunners',
+        `RunnerSet has ${owned.length} StatefulSets, more than ${MAX_STATEFULSETS}; not reconciling`,
+      );
+      return undefined;
+    }
+
+    let desired: ReturnType<typeof newRunnerSetPodTemplate>;
+    try {
+      desired = newRunnerSetPodTemplate(rs, this.opts.githubBaseUrl, this.opts.podDefaults);
+    } catch (err) {
+      this.event(rs, 'Warning', 'RunnerAutoscalingFailure', (err as Error).message);
+      throw err;
+    }
+    const replicas = rs.spec.replicas ?? 1;
+    const ephemeral = rs.spec.ephemeral ?? true;
+    await this.syncVolumes(rs, owned);
+
+    const client = await this.githubFor(rs).catch(() => undefined);
+    const now = this.clock.now();
+    const owners: OwnerState[] = owned.map((sts) => this.ownerState(sts, client, rs, now));
+    const plan = planOwnerSync({
+      owners,
+      desiredReplicas: replicas,
+      desiredHash: desired.hash,
+      ephemeral,
+      effectiveTime: rs.spec.effectiveTime ? Date.parse(rs.spec.effectiveTime) : undefined,
+      now,
+    });
+    if (plan.note) ctx.log.debug({ note: plan.note }, 'owner sync');
+    for (const action of plan.actions) await this.perform(action, rs, desired, namespace, ctx);
+
+    // Status from the StatefulSets of the current template.
+    const current = owned.filter((s) => plan.current.includes(s.metadata.name ?? ''));
+    const total = (f: (s: StatefulSet) => number | undefined) => current.reduce((n, s) => n + (f(s) ?? 0), 0);
+    const status = {
+      replicas: total((s) => s.status?.replicas),
+      readyReplicas: total((s) => s.status?.readyReplicas),
+      availableReplicas: total((s) => s.status?.currentReplicas),
+      updatedReplicas: total((s) => s.status?.updatedReplicas),
+      desiredReplicas: replicas,
+    };
+    const old = rs.status ?? {};
+    if (Object.entries(status).some(([k, v]) => (old as Record<string, unknown>)[k] !== v)) {
+      await mergePatch(this.http, RUNNER_SETS, rs, { status }, { subresource: 'status' }).catch((err) => {
+        if (!isNotFound(err)) throw err;
+      });
+    }
+    return undefined;
+  }
+
+  private ownerState(
+    sts: StatefulSet,
+    client: GitHubClient | undefined,
+    rs: RunnerSet,
+    now: number,
+  ): OwnerState {
+    let scope: ReturnType<typeof resolveScope> | undefined;
+    try {
+      scope = resolveScope({
+        enterprise: rs.spec.enterprise,
+        organization: rs.spec.organization,
+        repository: rs.spec.repository,
+      });
+    } catch {
+      scope = undefined;
+    }
+    const snapshot = client && scope ? client.registry.peek(scope) : undefined;
+    const pods = this.pods.store.byIndex(CONTROLLER_UID_INDEX, sts.metadata.uid ?? '').map((p) => {
+      const runner = snapshot?.byName(p.metadata.name ?? '');
+      return {
+        name: p.metadata.name ?? '',
+        bucket: classifyPod(p, now, this.opts.registrationTimeoutMs ?? 600_000),
+        annotations: p.metadata.annotations ?? {},
+        deleting: Boolean(p.metadata.deletionTimestamp),
+        busy: runner ? runner.busy : undefined,
+      };
+    });
+    const wanted = sts.spec?.replicas ?? 1;
+    return {
+      name: sts.metadata.name ?? '',
+      createdAt: Date.parse(sts.metadata.creationTimestamp ?? '') || 0,
+      templateHash: sts.metadata.labels?.[LABEL_TEMPLATE_HASH],
+      deleting: Boolean(sts.metadata.deletionTimestamp),
+      annotations: sts.metadata.annotations ?? {},
+      synced: (sts.status?.replicas ?? 0) === wanted,
+      pods,
+    };
+  }
+
+  private async perform(
+    action: OwnerAction,
+    rs: RunnerSet,
+    desired: ReturnType<typeof newRunnerSetPodTemplate>,
+    namespace: string,
+    ctx: ReconcileContext,
+  ): Promise<void> {
+    const stsPath = (name: string) => resourcePath(STATEFUL_SETS, namespace, name);
+    switch (action.kind) {
+      case 'create-owners':
+        for (let i = 0; i < action.count; i++) {
+          await this.http.request('POST', resourcePath(STATEFUL_SETS, namespace), {
+            body: this.newStatefulSet(rs, desired),
+          });
+        }
+        ctx.log.info({ count: action.count }, 'created runner StatefulSets');
+        return;
+      case 'delete-owner':
+        try {
+          // Background: GC deletes the pod, whose finalizer still unregisters gracefully.
+          await this.http.request('DELETE', stsPath(action.owner), {
+            body: { propagationPolicy: 'Background' },
+          });
+          ctx.log.info({ statefulSet: action.owner, reason: action.reason }, 'deleted runner StatefulSet');
+        } catch (err) {
+          if (!isNotFound(err)) throw err;
+        }
+        return;
+      case 'mark-owner-complete':
+        await mergePatch(
+          this.http,
+          STATEFUL_SETS,
+          { metadata: { name: action.owner, namespace } },
+          {
+            metadata: { annotations: { [ANNOTATION_UNREGISTRATION_COMPLETE]: rfc3339(this.clock.now()) } },
+          },
+        );
+        return;
+      case 'request-unregistration': {
+        const at = rfc3339(this.clock.now());
+        for (const pod of action.pods) {
+          const cached = this.pods.store.getByName(namespace, pod);
+          if (cached?.metadata.annotations?.[ANNOTATION_UNREGISTRATION_REQUEST]) continue;
+          await mergePatch(
+            this.http,
+            PODS,
+            { metadata: { name: pod, namespace } },
+            {
+              metadata: { annotations: { [ANNOTATION_UNREGISTRATION_REQUEST]: at } },
+            },
+          ).catch((err) => {
+            if (!isNotFound(err)) throw err;
+          });
+        }
+        await mergePatch(
+          this.http,
+          STATEFUL_SETS,
+          { metadata: { name: action.owner, namespace } },
+          {
+            metadata: { annotations: { [ANNOTATION_UNREGISTRATION_REQUEST]: at } },
+          },
+        );
+        ctx.log.info({ statefulSet: action.owner }, 'asked runner to unregister (scale-down)');
+        return;
+      }
+    }
+  }
+
+  private newStatefulSet(rs: RunnerSet, desired: ReturnType<typeof newRunnerSetPodTemplate>): KubeObject {
+    const name = rs.metadata.name ?? '';
+    const s = rs.spec;
+    const matchLabels = {
+      ...(s.selector?.matchLabels ?? { [LABEL_RUNNERSET_NAME]: name }),
+      [LABEL_TEMPLATE_HASH]: desired.hash,
+      [LABEL_RUNNERSET_NAME]: name,
+      [LabelKeyPodMutation]: LabelValuePodMutation,
+    };
+    const template = structuredClone(desired.template);
+    template.metadata = { ...template.metadata, labels: { ...template.metadata?.labels, ...matchLabels } };
+    const credsSecret = s.githubAPICredentialsFrom?.secretRef?.name;
+    if (credsSecret) {
+      template.metadata.annotations = {
+        ...template.metadata.annotations,
+        [ANNOTATION_CREDS_SECRET]: credsSecret,
+      };
+    }
+    const spec: Record<string, unknown> = {
+      replicas: 1,
+      selector: { ...(s.selector ?? {}), matchLabels },
+      template,
+      serviceName: s.serviceName ?? name,
+    };
+    for (const k of [
+      'volumeClaimTemplates',
+      'podManagementPolicy',
+      'updateStrategy',
+      'revisionHistoryLimit',
+      'minReadySeconds',
+      'persistentVolumeClaimRetentionPolicy',
+      'ordinals',
+    ] as const) {
+      if (s[k] !== undefined) spec[k] = s[k];
+    }
+    return {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: {
+        generateName: `${name}-`,
+        namespace: rs.metadata.namespace,
+        labels: { ...rs.metadata.labels, [LABEL_TEMPLATE_HASH]: desired.hash },
+        annotations: { [ANNOTATION_SYNC_TIME]: rfc3339(this.clock.now()) },
+        ownerReferences: [
+          controllerReference({ ...rs, apiVersion: 'actions.summerwind.dev/v1alpha1', kind: 'RunnerSet' }),
+        ],
+      },
+      spec,
+    };
+  }
+
+  /** PVCs of `volumeClaimTemplates` learn which StatefulSet they belong to (for reuse after it goes). */
+  private async syncVolumes(rs: RunnerSet, owned: StatefulSet[]): Promise<void> {
+    for (const t of rs.spec.volumeClaimTemplates ?? []) {
+      for (const sts of owned) {
+        const pvcName = `${t.metadata?.name}-${sts.metadata.name}-0`;
+        let pvc: KubeObject;
+        try {
+          pvc = await this.http.request<KubeObject>(
+            'GET',
+            resourcePath(PVCS, rs.metadata.namespace, pvcName),
+          );
+        } catch (err) {
+          if (isNotFound(err)) continue;
+          throw err;
+        }
+        if (pvc.metadata.labels?.[LABEL_RUNNER_STATEFULSET_NAME]) continue;
+        await mergePatch(this.http, PVCS, pvc, {
+          metadata: { labels: { [LABEL_RUNNER_STATEFULSET_NAME]: sts.metadata.name } },
+        }).catch((err) => {
+          if (!isNotFound(err)) throw toKubeError(err);
+        });
+      }
+    }
+  }
+
+  private async githubFor(rs: RunnerSet): Promise<GitHubClient> {
+    return await this.opts.github.clientFor({
+      namespace: rs.metadata.namespace ?? 'default',
+      name: `runnerset/${rs.metadata.name}`,
+      credentialsSecret: rs.spec.githubAPICredentialsFrom?.secretRef?.name,
+    });
+  }
+
+  private event(rs: RunnerSet, type: 'Normal' | 'Warning', reason: string, note: string): void {
+    this.events.record({
+      regarding: { ...rs, apiVersion: 'actions.summerwind.dev/v1alpha1', kind: 'RunnerSet' },
+      type,
+      reason,
+      note,
+      action: 'Reconcile',
+    });
+  }
+}

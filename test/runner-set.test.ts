@@ -1,0 +1,264 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { RUNNER_SETS } from '../src/api/index.ts';
+import { parseFlags } from '../src/cli/flags.ts';
+import { installCrds, type Paddock, runConfig, startPaddock } from '../src/cli/run.ts';
+import { RUN_FLAGS } from '../src/cli/run-flags.ts';
+import { silentLogger } from '../src/runtime/log.ts';
+import { mergePatch } from '../src/runtime/objects.ts';
+import { GitHubDouble } from '../src/testenv/github-double/index.ts';
+import { eventually, namespaceFixture } from './support/cluster.ts';
+
+describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod controller)', () => {
+  const ns = namespaceFixture('t-runnerset');
+  const double = new GitHubDouble();
+  let paddock: Paddock;
+  let core: CoreV1Api;
+  let apps: AppsV1Api;
+
+  before(async () => {
+    double.cacheMaxAgeSeconds = 1;
+    await double.start();
+    double.addOrg('acme');
+    const { token } = double.addToken();
+    const { values } = parseFlags(
+      RUN_FLAGS,
+      [
+        '--watch-namespace',
+        ns.name,
+        '--metrics-addr',
+        '0',
+        '--health-probe-addr',
+        '0',
+        '--webhook-addr',
+        '127.0.0.1:0',
+        '--webhook-url',
+        'https://127.0.0.1:0',
+        '--leader-election-namespace',
+        ns.name,
+        '--registration-recheck-interval',
+        '1s',
+        '--registration-recheck-jitter',
+        '100ms',
+        '--unregistration-retry-delay',
+        '1s',
+        '--sync-period',
+        '5s',
+        '--install-crds',
+      ],
+      { GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl },
+    );
+    paddock = await startPaddock(runConfig(values), {
+      kubeConfig: ns.cluster.kubeConfig,
+      log: silentLogger(),
+    });
+    core = ns.cluster.kubeConfig.makeApiClient(CoreV1Api);
+    apps = ns.cluster.kubeConfig.makeApiClient(AppsV1Api);
+  });
+
+  after(async () => {
+    await paddock?.stop();
+    await paddock?.manager.http
+      .request(
+        'DELETE',
+        `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-pod-token-${ns.name}`,
+      )
+      .catch(() => undefined);
+    await double.stop();
+  });
+
+  const runnerPods = async () =>
+    (await core.listNamespacedPod({ namespace: ns.name, labelSelector: 'runnerset-name=example' })).items;
+  const statefulSets = async () =>
+    (await apps.listNamespacedStatefulSet({ namespace: ns.name, labelSelector: 'runner-template-hash' }))
+      .items;
+  const envOf = (pod: V1Pod, name: string) =>
+    pod.spec?.containers.find((c) => c.name === 'runner')?.env?.find((e) => e.name === name)?.value;
+
+  /** What kubelet and the runner's config step would do. */
+  const started = new Set<string>();
+  async function playNode() {
+    for (const pod of await runnerPods()) {
+      const uid = pod.metadata!.uid!;
+      if (started.has(uid) || pod.metadata?.deletionTimestamp) continue;
+      started.add(uid);
+      const now = new Date().toISOString();
+      await core.patchNamespacedPodStatus(
+        {
+          name: pod.metadata!.name!,
+          namespace: ns.name,
+          body: {
+            status: {
+              phase: 'Running',
+              conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now }],
+              containerStatuses: [
+                {
+                  name: 'runner',
+                  image: 'x',
+                  imageID: '',
+                  ready: true,
+                  restartCount: 0,
+                  state: { running: { startedAt: now } },
+                },
+              ],
+            },
+          },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      double.registerRunner({
+        registrationToken: envOf(pod, 'RUNNER_TOKEN')!,
+        name: envOf(pod, 'RUNNER_NAME')!,
+        ephemeral: envOf(pod, 'RUNNER_EPHEMERAL') !== 'false',
+      });
+    }
+  }
+
+  test('3 replicas → 3 StatefulSets → pods with injected tokens → IDs recorded; scale to 1 keeps the busy runner; a finished ephemeral runner is replaced', async () => {
+    await paddock.manager.http.request(
+      'POST',
+      `/apis/actions.summerwind.dev/v1alpha1/namespaces/${ns.name}/runnersets`,
+      {
+        body: {
+          apiVersion: 'actions.summerwind.dev/v1alpha1',
+          kind: 'RunnerSet',
+          metadata: { name: 'example' },
+          spec: {
+            replicas: 3,
+            organization: 'acme',
+            labels: ['linux'],
+            selector: { matchLabels: { app: 'example' } },
+            serviceName: 'example',
+            template: {
+              metadata: { labels: { app: 'example' } },
+              spec: { containers: [{ name: 'runner' }] },
+            },
+          },
+        },
+      },
+    );
+    await eventually('3 StatefulSets', async () => (await statefulSets()).length === 3, 30_000);
+    const pods = await eventually(
+      '3 pods',
+      async () => {
+        const p = await runnerPods();
+        return p.length === 3 ? p : undefined;
+      },
+      30_000,
+    );
+    for (const pod of pods) {
+      const token = envOf(pod, 'RUNNER_TOKEN');
+      assert.ok(
+        token && double.model.tokens.has(token),
+        `${pod.metadata?.name}: token injected by the webhook`,
+      );
+      assert.equal(envOf(pod, 'RUNNER_NAME'), pod.metadata?.name);
+      assert.equal(envOf(pod, 'RUNNER_ORG'), 'acme');
+      assert.equal(pod.spec?.restartPolicy, 'Never');
+    }
+    await playNode();
+    await eventually(
+      'IDs recorded',
+      async () => (await runnerPods()).every((p) => p.metadata?.annotations?.['actions-runner/id']),
+      30_000,
+    );
+    await eventually('status', async () => {
+      const rs = await paddock.manager.http.request<{
+        status?: { replicas?: number; desiredReplicas?: number };
+      }>('GET', `/apis/actions.summerwind.dev/v1alpha1/namespaces/${ns.name}/runnersets/example`);
+      return rs.status?.replicas === 3 && rs.status.desiredReplicas === 3;
+    });
+
+    // One runner takes a job; then scale down to one runner.
+    const busyPod = (await runnerPods())[1]!;
+    const busyName = busyPod.metadata!.name!;
+    const busyRunner = double.runnerByName('orgs/acme', busyName)!;
+    const job = double.createJob({ owner: 'acme', repo: 'app', labels: ['linux'] });
+    double.startJob(job.id, busyRunner.id);
+    await new Promise((r) => setTimeout(r, 1500)); // the registry sees it busy
+    await mergePatch(
+      paddock.manager.http,
+      RUNNER_SETS,
+      { metadata: { name: 'example', namespace: ns.name } },
+      { spec: { replicas: 1 } },
+    );
+
+    await eventually(
+      'two idle runners gone, their StatefulSets removed',
+      async () => {
+        const sets = await statefulSets();
+        return sets.length === 1 && double.runners('orgs/acme').length === 1;
+      },
+      45_000,
+    );
+    assert.deepEqual(
+      double.runners('orgs/acme').map((r) => r.name),
+      [busyName],
+      'the busy runner is the one kept',
+    );
+    assert.equal(
+      double.log.filter((e) => e.method === 'DELETE' && e.path.endsWith(`/${busyRunner.id}`)).length,
+      0,
+      'nobody tried to remove the busy runner',
+    );
+
+    // The job ends; the ephemeral runner leaves GitHub and its container exits: replaced.
+    double.completeJob(job.id);
+    const finishedUid = (await runnerPods()).find((p) => p.metadata?.name === busyName)?.metadata?.uid;
+    await core.patchNamespacedPodStatus(
+      {
+        name: busyName,
+        namespace: ns.name,
+        body: {
+          status: {
+            containerStatuses: [
+              {
+                name: 'runner',
+                image: 'x',
+                imageID: '',
+                ready: false,
+                restartCount: 0,
+                state: { terminated: { exitCode: 0, finishedAt: new Date().toISOString() } },
+              },
+            ],
+          },
+        },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    const replacement = await eventually(
+      'replacement runner pod',
+      async () => {
+        const live = (await runnerPods()).filter(
+          (p) => !p.metadata?.deletionTimestamp && p.metadata?.uid !== finishedUid,
+        );
+        return live.length === 1 ? live[0] : undefined;
+      },
+      45_000,
+    );
+    assert.ok(envOf(replacement, 'RUNNER_TOKEN'), 'the replacement got a fresh token');
+    await playNode();
+    await eventually(
+      'replacement registered',
+      async () => double.runners('orgs/acme').length === 1 && (await runnerPods()).length === 1,
+      30_000,
+    );
+    await paddock.manager.http.request(
+      'DELETE',
+      `/apis/actions.summerwind.dev/v1alpha1/namespaces/${ns.name}/runnersets/example`,
+    );
+  });
+});
+
+describe('installCrds', () => {
+  test('is idempotent', async () => {
+    const { useCluster } = await import('./support/cluster.ts');
+    const cluster = await useCluster();
+    const { KubeHttp } = await import('../src/runtime/kube-http.ts');
+    const http = new KubeHttp(cluster.kubeConfig);
+    await installCrds(http);
+    await installCrds(http);
+    http.close();
+  });
+});
