@@ -7,6 +7,7 @@ import { podGitHubClients } from '../controllers/github-clients.ts';
 import { RunnerPodReconciler } from '../controllers/runner-pod.ts';
 import { DEFAULT_RUNNER_POD_DEFAULTS } from '../controllers/runner-pod-spec.ts';
 import { RunnerSetReconciler } from '../controllers/runner-set.ts';
+import { VolumeRetentionReconcilers } from '../controllers/volumes.ts';
 import {
   GitHubClient,
   type GitHubCredentials,
@@ -293,6 +294,10 @@ export async function startPaddock(
     podDefaults,
     githubBaseUrl: config.podDefaults.runnerGitHubUrl,
     registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
+    ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
+  });
+  new VolumeRetentionReconcilers({
+    manager,
     ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
   });
   for (const c of manager.allControllers) c.resyncEvery(config.syncPeriodMs);

@@ -211,6 +211,8 @@ const CONTROLLERS = [
   'disruption-controller',
   'root-ca-certificate-publisher-controller',
   'persistentvolume-binder-controller',
+  'persistentvolumeclaim-protection-controller',
+  'persistentvolume-protection-controller',
 ].join(',');
 
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {

@@ -1,0 +1,139 @@
+import type { Controller, ReconcileResult } from '../runtime/controller.ts';
+import { isNotFound } from '../runtime/errors.ts';
+import type { Informer, ResourceRef } from '../runtime/informer.ts';
+import { resourcePath } from '../runtime/informer.ts';
+import type { KubeHttp } from '../runtime/kube-http.ts';
+import type { Manager } from '../runtime/manager.ts';
+import { jsonPatch } from '../runtime/objects.ts';
+import type { KubeObject } from '../runtime/store.ts';
+import { LABEL_RUNNER_STATEFULSET_NAME, STATEFUL_SETS } from './runner-set.ts';
+
+/**
+ * PVC and PV retention (spec §3.9): when a runner's StatefulSet is gone, its volume claims are
+ * deleted and their volumes made Available again, so the next runner can reuse a warm cache.
+ * Unlike ARC, PVs without our label are left alone instead of being requeued every 10 s forever.
+ */
+
+export const LABEL_PENDING_CLEANUP = 'pending-cleanup';
+const PVCS: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'persistentvolumeclaims',
+  namespaced: true,
+  kind: 'PersistentVolumeClaim',
+};
+const PVS: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'persistentvolumes',
+  namespaced: false,
+  kind: 'PersistentVolume',
+};
+
+interface Pvc extends KubeObject {
+  spec?: { volumeName?: string };
+}
+interface Pv extends KubeObject {
+  spec?: { claimRef?: { name?: string; namespace?: string } | null };
+  status?: { phase?: string };
+}
+
+export type PvcStep = { kind: 'ignore' } | { kind: 'wait' } | { kind: 'release'; volume: string };
+
+export function pvcStep(pvc: Pvc, statefulSetExists: boolean): PvcStep {
+  if (!pvc.metadata.labels?.[LABEL_RUNNER_STATEFULSET_NAME]) return { kind: 'ignore' };
+  // Unbound claims wait: deleting one the binder is about to bind would strand its volume.
+  if (statefulSetExists || !pvc.spec?.volumeName) return { kind: 'wait' };
+  return { kind: 'release', volume: pvc.spec.volumeName };
+}
+
+export type PvStep = { kind: 'ignore' } | { kind: 'wait' } | { kind: 'make-available' };
+
+export function pvStep(pv: Pv): PvStep {
+  if (!pv.spec?.claimRef || !pv.metadata.labels?.[LABEL_PENDING_CLEANUP]) return { kind: 'ignore' };
+  return pv.status?.phase === 'Released' ? { kind: 'make-available' } : { kind: 'wait' };
+}
+
+const escape = (k: string) => k.replaceAll('~', '~0').replaceAll('/', '~1');
+
+export class VolumeRetentionReconcilers {
+  readonly pvcController: Controller;
+  readonly pvController: Controller;
+  private readonly http: KubeHttp;
+  private readonly pvcs: Informer<Pvc>;
+  private readonly pvs: Informer<Pv>;
+  private readonly statefulSets: Informer<KubeObject>;
+
+  constructor(opts: { manager: Manager; namespace?: string }) {
+    const m = opts.manager;
+    this.http = m.http;
+    const ns = opts.namespace ? { namespace: opts.namespace } : {};
+    this.pvcs = m.informer<Pvc>(PVCS, { ...ns, labelSelector: LABEL_RUNNER_STATEFULSET_NAME });
+    this.pvs = m.informer<Pv>(PVS, { labelSelector: LABEL_PENDING_CLEANUP });
+    this.statefulSets = m.informer<KubeObject>(STATEFUL_SETS, ns);
+    this.pvcController = m
+      .controller({
+        name: 'runnerpersistentvolumeclaim-controller',
+        reconcile: ({ key }) => this.reconcilePvc(key),
+      })
+      .watchFor(this.pvcs)
+      .watchMapped(this.statefulSets, (sts) =>
+        this.pvcs.store
+          .byLabel(LABEL_RUNNER_STATEFULSET_NAME, sts.metadata.name ?? '')
+          .filter((p) => p.metadata.namespace === sts.metadata.namespace)
+          .map((p) => `${p.metadata.namespace}/${p.metadata.name}`),
+      );
+    this.pvController = m
+      .controller({
+        name: 'runnerpersistentvolume-controller',
+        reconcile: ({ key }) => this.reconcilePv(key),
+      })
+      .watchFor(this.pvs);
+  }
+
+  private async reconcilePvc(key: string): Promise<ReconcileResult | undefined> {
+    const pvc = this.pvcs.store.get(key);
+    if (!pvc || pvc.metadata.deletionTimestamp) return undefined;
+    const stsName = pvc.metadata.labels?.[LABEL_RUNNER_STATEFULSET_NAME] ?? '';
+    const exists = this.statefulSets.store.getByName(pvc.metadata.namespace, stsName) !== undefined;
+    const step = pvcStep(pvc, exists);
+    if (step.kind !== 'release') return undefined; // the StatefulSet's deletion requeues us
+    try {
+      await this.http.request('PATCH', resourcePath(PVS, undefined, step.volume), {
+        body: [{ op: 'add', path: `/metadata/labels/${escape(LABEL_PENDING_CLEANUP)}`, value: stsName }],
+        contentType: 'application/json-patch+json',
+      });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      // A PV without labels needs the map created first.
+      await this.http.request('PATCH', resourcePath(PVS, undefined, step.volume), {
+        body: { metadata: { labels: { [LABEL_PENDING_CLEANUP]: stsName } } },
+        contentType: 'application/merge-patch+json',
+      });
+    }
+    try {
+      await this.http.request('DELETE', resourcePath(PVCS, pvc.metadata.namespace, pvc.metadata.name));
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    return undefined;
+  }
+
+  private async reconcilePv(key: string): Promise<ReconcileResult | undefined> {
+    const pv = this.pvs.store.get(key);
+    if (!pv) return undefined;
+    const step = pvStep(pv);
+    if (step.kind === 'ignore') return undefined;
+    if (step.kind === 'wait') return { requeueAfterMs: 10_000 };
+    try {
+      await jsonPatch(this.http, PVS, pv, [
+        { op: 'test', path: '/metadata/resourceVersion', value: pv.metadata.resourceVersion },
+        { op: 'remove', path: `/metadata/labels/${escape(LABEL_PENDING_CLEANUP)}` },
+        { op: 'remove', path: '/spec/claimRef' },
+      ]);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    return undefined;
+  }
+}

@@ -1,0 +1,50 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { labelsMatch, parseRunnerLabels, podPhase, scopeServes } from './node-agent.ts';
+
+describe('node agent: job matching', () => {
+  test('a job needs all its labels on the runner, case-insensitively; self-hosted is implicit', () => {
+    assert.equal(labelsMatch(['linux', 'gpu'], ['self-hosted', 'GPU']), true);
+    assert.equal(labelsMatch([], ['self-hosted']), true);
+    assert.equal(labelsMatch([], []), true);
+    assert.equal(labelsMatch(['Linux'], ['linux', 'x64']), false);
+    assert.equal(
+      labelsMatch(['Self-Hosted', 'Linux', 'X64', 'big'], ['self-hosted', 'linux', 'x64', 'BIG']),
+      true,
+    );
+    assert.equal(labelsMatch(['gpu'], ['gpu', 'arm64']), false);
+  });
+
+  test('runner scopes serve their repository, organization, or (any) enterprise', () => {
+    assert.equal(scopeServes('repos/acme/app', 'acme', 'app'), true);
+    assert.equal(scopeServes('repos/acme/app', 'Acme', 'App'), true);
+    assert.equal(scopeServes('repos/acme/app', 'acme', 'other'), false);
+    assert.equal(scopeServes('orgs/acme', 'acme', 'anything'), true);
+    assert.equal(scopeServes('orgs/acme', 'globex', 'app'), false);
+    assert.equal(scopeServes('enterprises/big', 'acme', 'app'), true);
+  });
+
+  test('RUNNER_LABELS parsing', () => {
+    assert.deepEqual(parseRunnerLabels(' linux, gpu ,,x '), ['linux', 'gpu', 'x']);
+    assert.deepEqual(parseRunnerLabels(''), []);
+    assert.deepEqual(parseRunnerLabels(undefined), []);
+  });
+});
+
+describe('node agent: pod phase', () => {
+  test('a runner that exited next to a running sidecar leaves the pod Running', () => {
+    assert.equal(podPhase([{ exitCode: 0 }, 'running'], 'Never'), 'Running');
+    assert.equal(podPhase([{ exitCode: 137 }, 'running'], 'Never'), 'Running');
+  });
+  test('all containers terminated: the restart policy decides', () => {
+    assert.equal(podPhase([{ exitCode: 0 }], 'Never'), 'Succeeded');
+    assert.equal(podPhase([{ exitCode: 1 }], 'Never'), 'Failed');
+    assert.equal(podPhase([{ exitCode: 0 }], 'OnFailure'), 'Succeeded');
+    assert.equal(podPhase([{ exitCode: 1 }], 'OnFailure'), 'Running');
+    assert.equal(podPhase([{ exitCode: 0 }], undefined), 'Running');
+  });
+  test('waiting containers: Pending', () => {
+    assert.equal(podPhase(['waiting', 'running'], 'Never'), 'Pending');
+    assert.equal(podPhase([], 'Never'), 'Pending');
+  });
+});
