@@ -3,10 +3,16 @@
 SHELL := bash
 NODE_ENV := bash hack/node-env.sh
 
-.PHONY: test test-unit lint format build bench control-plane clean help
+.PHONY: sandbox run test test-unit lint format build bench control-plane clean help
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+sandbox: ## The whole system locally: control plane, GitHub double, paddock, a RunnerSet and simulated jobs (ARGS="--duration 60 --json")
+	@$(NODE_ENV) node bin/paddock.js sandbox $(ARGS)
+
+run: ## paddock run against the test control plane and the GitHub double, no simulated jobs (development)
+	@$(NODE_ENV) node bin/paddock.js sandbox --no-simulator --runners 0 $(ARGS)
 
 test: ## Build (or reuse) the test control plane, then run every unit and integration test
 	@$(NODE_ENV) node test/run.ts $(ARGS)

@@ -1,9 +1,11 @@
 import { UsageError } from './flags.ts';
 import { RUN_SUMMARY, runCommand, StartupError } from './run.ts';
+import { SANDBOX_SUMMARY, sandboxCommand } from './sandbox.ts';
 
 const USAGE = `Usage: paddock <command> [flags]
 
 Commands:
+  sandbox   ${SANDBOX_SUMMARY.split('\n')[0]}
   run       ${RUN_SUMMARY.split('\n')[0]}
   help      show this text; \`paddock <command> --help\` explains a command's flags
 `;
@@ -15,6 +17,8 @@ export async function main(argv: string[]): Promise<number> {
     switch (command) {
       case 'run':
         return await runCommand(rest);
+      case 'sandbox':
+        return await sandboxCommand(rest);
       case undefined:
       case 'help':
       case '--help':

@@ -89,7 +89,7 @@ export async function serverSideApply<T extends KubeObject>(
   });
 }
 
-const FINALIZER_ATTEMPTS = 10;
+const FINALIZER_ATTEMPTS = 25;
 
 /**
  * Adds a finalizer with a JSON Patch guarded by a `test` of the current list, so concurrent writers
@@ -151,7 +151,8 @@ async function guardedFinalizerUpdate<T extends KubeObject>(
     } catch (err) {
       if (isNotFound(err)) return undefined;
       if (!isInvalid(err)) throw err;
-      // The list changed under us: read it again and redo the plan.
+      // The list changed under us: back off a little (writers collide less), re-read, redo the plan.
+      await new Promise((r) => setTimeout(r, Math.random() * 10 * (attempt + 1)));
       try {
         current = await http.request<T>('GET', objectPath(r, current));
       } catch (readErr) {

@@ -1,0 +1,234 @@
+import { RUNNER_SET_NAME, SANDBOX_NAMESPACE, Sandbox, type SandboxSummary } from '../sandbox/sandbox.ts';
+import { type FlagSpec, parseFlags, renderHelp, UsageError } from './flags.ts';
+
+export const SANDBOX_FLAGS: FlagSpec[] = [
+  { group: 'Fleet', name: 'runners', type: 'integer', default: '5', help: 'runners in the sample RunnerSet' },
+  {
+    group: 'Fleet',
+    name: 'static',
+    type: 'boolean',
+    default: 'false',
+    help: 'static runners instead of ephemeral ones',
+  },
+  {
+    group: 'Fleet',
+    name: 'startup-delay',
+    type: 'duration',
+    default: '2s',
+    help: 'simulated runner pod start-up time',
+  },
+  {
+    group: 'Workload',
+    name: 'job-rate',
+    type: 'number',
+    default: '20',
+    help: 'jobs per minute (Poisson arrivals)',
+  },
+  {
+    group: 'Workload',
+    name: 'job-duration',
+    type: 'duration',
+    default: '15s',
+    help: 'mean job duration (uniform ±50 %)',
+  },
+  {
+    group: 'Workload',
+    name: 'no-simulator',
+    type: 'boolean',
+    default: 'false',
+    help: 'no node agent and no jobs: just the control plane, the GitHub double and paddock (make run)',
+  },
+  {
+    group: 'Chaos',
+    name: 'chaos-pod-kills',
+    type: 'number',
+    default: '0',
+    help: 'runner containers crashed per minute',
+  },
+  {
+    group: 'Chaos',
+    name: 'chaos-github-5xx',
+    type: 'number',
+    default: '0',
+    help: 'share of GitHub requests answered 502 (0–1)',
+  },
+  {
+    group: 'Chaos',
+    name: 'chaos-rate-limit',
+    type: 'integer',
+    help: 'squeeze paddock’s GitHub rate limit to this many requests per hour',
+  },
+  { group: 'Chaos', name: 'chaos-node-loss', type: 'duration', help: 'lose a node after this long' },
+  {
+    group: 'Run',
+    name: 'duration',
+    type: 'duration',
+    default: '0',
+    help: 'stop after this long (0: until Ctrl-C)',
+  },
+  {
+    group: 'Run',
+    name: 'json',
+    type: 'boolean',
+    default: 'false',
+    help: 'no live view: print one JSON summary at the end',
+  },
+];
+
+export const SANDBOX_SUMMARY =
+  'Runs the whole system locally: a real kube-apiserver, etcd and kube-controller-manager, the GitHub\n' +
+  'API double, paddock, a sample RunnerSet and a simulated node agent that runs jobs. No cluster and no\n' +
+  'GitHub account needed. The binaries are built on first use (several minutes, once).';
+
+function fmtMs(ms: number | null): string {
+  return ms === null ? '-' : `${(ms / 1000).toFixed(1)}s`;
+}
+
+async function liveView(sandbox: Sandbox, started: number): Promise<string> {
+  const http = sandbox.http!;
+  const lines: string[] = [];
+  const elapsed = Math.round((Date.now() - started) / 1000);
+  const rs = await http
+    .request<{ spec?: { replicas?: number }; status?: Record<string, number> }>(
+      'GET',
+      `/apis/actions.summerwind.dev/v1alpha1/namespaces/${SANDBOX_NAMESPACE}/runnersets/${RUNNER_SET_NAME}`,
+    )
+    .catch(() => undefined);
+  lines.push(`paddock sandbox — ${elapsed}s — Ctrl-C stops everything`);
+  lines.push('');
+  lines.push(
+    `RunnerSet ${RUNNER_SET_NAME}: desired ${rs?.spec?.replicas ?? '?'}  replicas ${rs?.status?.replicas ?? 0}  ready ${rs?.status?.readyReplicas ?? 0}`,
+  );
+  const pods = await http
+    .request<{
+      items: { metadata: { name: string; deletionTimestamp?: string }; status?: { phase?: string } }[];
+    }>('GET', `/api/v1/namespaces/${SANDBOX_NAMESPACE}/pods`, { query: { labelSelector: 'actions-runner' } })
+    .catch(() => ({ items: [] }));
+  lines.push('');
+  lines.push(`${'POD'.padEnd(34)}${'PHASE'.padEnd(12)}${'RUNNER'.padEnd(13)}JOB`);
+  for (const p of pods.items.slice(0, 15)) {
+    const sim = sandbox.agent?.pod(p.metadata.name);
+    const phase = p.metadata.deletionTimestamp ? 'Terminating' : (p.status?.phase ?? 'Pending');
+    const runner = sim ? (sim.lost ? 'node lost' : sim.runner) : '-';
+    lines.push(`${p.metadata.name.padEnd(34)}${phase.padEnd(12)}${runner.padEnd(13)}${sim?.jobId ?? ''}`);
+  }
+  if (pods.items.length > 15) lines.push(`… and ${pods.items.length - 15} more`);
+  const s = sandbox.summary();
+  const lastMinute = sandbox.double.log.filter((e) => e.at > Date.now() - 60_000);
+  lines.push('');
+  lines.push(
+    `GitHub API: ${lastMinute.length} requests in the last minute (${lastMinute.filter((e) => e.countedAgainstRateLimit).length} rate-limited, ${lastMinute.filter((e) => e.notModified).length} answered 304); total ${s.github.requests}, rate-limited ${s.github.rateLimitedRequests}`,
+  );
+  lines.push(
+    `Jobs: ${s.jobs.created} queued, ${s.jobs.started} started, ${s.jobs.completed} completed, ${s.jobs.cancelled} cancelled (${s.jobs.cancelledByController} by the controller)   leaked runners: ${s.leakedRunners}`,
+  );
+  lines.push(
+    `Replacement latency: p50 ${fmtMs(s.replacementLatencyMs.p50)}, p99 ${fmtMs(s.replacementLatencyMs.p99)} (${s.replacementLatencyMs.count})   paddock RSS ${sandbox.controllerRssMiB() ?? '?'} MiB`,
+  );
+  const events = await http
+    .request<{
+      items: {
+        reason: string;
+        note: string;
+        type: string;
+        eventTime?: string;
+        regarding?: { name?: string };
+      }[];
+    }>('GET', `/apis/events.k8s.io/v1/namespaces/${SANDBOX_NAMESPACE}/events`)
+    .catch(() => ({ items: [] }));
+  lines.push('');
+  lines.push('Recent events:');
+  for (const e of events.items
+    .sort((a, b) => (a.eventTime ?? '').localeCompare(b.eventTime ?? ''))
+    .slice(-6)) {
+    lines.push(
+      `  ${e.type.padEnd(8)}${e.reason.padEnd(22)}${(e.regarding?.name ?? '').padEnd(30)}${e.note.slice(0, 70)}`,
+    );
+  }
+  return lines.join('\n');
+}
+
+export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const { values, help } = parseFlags(SANDBOX_FLAGS, argv, env);
+  if (help) {
+    process.stdout.write(renderHelp('sandbox', SANDBOX_SUMMARY, SANDBOX_FLAGS));
+    return 0;
+  }
+  const runners = values.runners as number;
+  if (runners < 0 || runners > 5000) throw new UsageError('--runners: between 0 and 5000');
+  const json = values.json === true;
+  const tty = process.stdout.isTTY && !json;
+  const say = (line: string) => {
+    if (!json) process.stderr.write(`${line}\n`);
+  };
+  const sandbox = new Sandbox({
+    runners,
+    jobRate: values['job-rate'] as number,
+    jobDurationMs: values['job-duration'] as number,
+    ephemeral: values.static !== true,
+    startupDelayMs: values['startup-delay'] as number,
+    simulate: values['no-simulator'] !== true,
+    chaos: {
+      podKillsPerMinute: values['chaos-pod-kills'] as number,
+      github5xxRate: values['chaos-github-5xx'] as number,
+      rateLimitPerHour: values['chaos-rate-limit'] as number | undefined,
+      nodeLossAfterMs: values['chaos-node-loss'] as number | undefined,
+    },
+    log: say,
+  });
+  let stopping = false;
+  let wake: () => void = () => undefined;
+  const stopped = new Promise<void>((resolve) => {
+    wake = resolve;
+  });
+  const onSignal = () => {
+    stopping = true;
+    wake();
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let summary: SandboxSummary | undefined;
+  let exitCode = 0;
+  try {
+    await sandbox.start();
+    if (!json && !tty) {
+      say(
+        `[sandbox] running${values.duration ? ` for ${Math.round((values.duration as number) / 1000)}s` : ''}; Ctrl-C stops`,
+      );
+    }
+    const started = Date.now();
+    const duration = values.duration as number;
+    if (duration > 0) setTimeout(() => wake(), duration).unref();
+    let lastPlain = 0;
+    while (!stopping) {
+      if (tty) process.stdout.write(`\x1b[H\x1b[2J${await liveView(sandbox, started)}\n`);
+      else if (!json && Date.now() - lastPlain > 10_000) {
+        lastPlain = Date.now();
+        const s = sandbox.summary();
+        say(
+          `[sandbox] ${s.durationSeconds}s: jobs ${s.jobs.completed}/${s.jobs.created} done, ${s.jobs.cancelled} cancelled; GitHub rate-limited requests ${s.github.rateLimitedRequests}`,
+        );
+      }
+      const tick = await Promise.race([
+        stopped.then(() => 'stop'),
+        new Promise((r) => setTimeout(() => r('tick'), 1000)),
+      ]);
+      if (tick === 'stop' || (duration > 0 && Date.now() - started >= duration)) break;
+    }
+    summary = sandbox.summary();
+  } catch (err) {
+    process.stderr.write(`paddock sandbox: ${(err as Error).message}\n`);
+    exitCode = 1;
+  } finally {
+    const { paddockExitCode } = await sandbox.stop();
+    if (summary) summary.controller.exitCode = paddockExitCode;
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  if (summary) {
+    if (json) process.stdout.write(`${JSON.stringify(summary)}\n`);
+    else process.stdout.write(`\n${JSON.stringify(summary, null, 2)}\n`);
+    if (summary.controller.exitCode !== 0 && summary.controller.exitCode !== null) exitCode = 1;
+  }
+  return exitCode;
+}

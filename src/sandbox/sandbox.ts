@@ -1,0 +1,379 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createWriteStream, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
+import { installCrds } from '../cli/run.ts';
+import { KubeHttp } from '../runtime/kube-http.ts';
+import { silentLogger } from '../runtime/log.ts';
+import { type ControlPlane, freePort, startControlPlane } from '../testenv/control-plane.ts';
+import { GitHubDouble } from '../testenv/github-double/index.ts';
+import { NodeAgent, type NodeAgentEvent } from './node-agent.ts';
+import { WorkloadGenerator } from './workload.ts';
+
+/**
+ * The whole system on one machine: a real control plane with kube-controller-manager, the GitHub
+ * API double, paddock itself (`paddock run` as a child process, so its memory is its own), a
+ * RunnerSet, and a simulated node agent with a job workload and optional chaos.
+ */
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const SANDBOX_NAMESPACE = 'sandbox';
+export const SANDBOX_ORG = 'sandbox-org';
+export const RUNNER_SET_NAME = 'sandbox-runners';
+
+export interface SandboxOptions {
+  runners: number;
+  /** Jobs per minute. */
+  jobRate: number;
+  jobDurationMs: number;
+  ephemeral: boolean;
+  /** Simulated start-up of a runner pod (image pull, container start). */
+  startupDelayMs: number;
+  /** Run the node agent and the workload (off for `make run`: only the control plane, double and paddock). */
+  simulate: boolean;
+  chaos: {
+    /** Runner containers crashed per minute. */
+    podKillsPerMinute: number;
+    /** Share of GitHub requests answered 502 (0–1). */
+    github5xxRate: number;
+    /** Primary rate limit per hour for paddock's token (GitHub's is 5,000). */
+    rateLimitPerHour: number | undefined;
+    /** Lose a node after this long. */
+    nodeLossAfterMs: number | undefined;
+  };
+  log: (line: string) => void;
+  /** Extra `paddock run` flags. */
+  paddockArgs?: string[];
+}
+
+export interface SandboxSummary {
+  durationSeconds: number;
+  runners: number;
+  ephemeral: boolean;
+  jobs: {
+    created: number;
+    started: number;
+    completed: number;
+    cancelled: number;
+    cancelledByController: number;
+  };
+  leakedRunners: number;
+  replacementLatencyMs: { count: number; p50: number | null; p99: number | null };
+  github: {
+    requests: number;
+    rateLimitedRequests: number;
+    notModified: number;
+    rateLimitedRequestsPerRunnerHour: number;
+  };
+  controller: { rssMiB: number | null; exitCode: number | null };
+  pods: { seen: number; started: number };
+  chaos: { podKills: number; nodesLost: number };
+}
+
+function percentile(values: number[], p: number): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? null;
+}
+
+function rssMiB(pid: number | undefined): number | null {
+  if (!pid) return null;
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Math.round((Number(m[1]) / 1024) * 10) / 10 : null;
+  } catch {
+    return null;
+  }
+}
+
+export class Sandbox {
+  readonly opts: SandboxOptions;
+  plane: ControlPlane | undefined;
+  readonly double = new GitHubDouble();
+  http: KubeHttp | undefined;
+  agent: NodeAgent | undefined;
+  workload: WorkloadGenerator | undefined;
+  paddock: ChildProcess | undefined;
+  paddockExit: Promise<number> | undefined;
+  metricsUrl: string | undefined;
+  token = '';
+  startedAt = 0;
+  readonly events: NodeAgentEvent[] = [];
+  private readonly timers: NodeJS.Timeout[] = [];
+  private readonly exitsAwaitingReplacement: number[] = [];
+  readonly replacementLatencies: number[] = [];
+  private podKills = 0;
+  private nodesLost = 0;
+  /** Pods whose runner chaos killed, and nodes chaos took away: their cancelled jobs are not paddock's. */
+  private readonly chaosPods = new Set<string>();
+  private readonly lostNodes = new Set<string>();
+  private cancelledByController = 0;
+  private peakRss = 0;
+  private readonly log: Logger = silentLogger();
+
+  constructor(opts: SandboxOptions) {
+    this.opts = opts;
+  }
+
+  async start(): Promise<void> {
+    const { log } = this.opts;
+    this.plane = await startControlPlane({ controllerManager: true, log });
+    this.http = new KubeHttp(this.plane.kubeConfig);
+    await this.double.start();
+    this.double.addOrg(SANDBOX_ORG);
+    this.double.addRepo(SANDBOX_ORG, 'app');
+    this.token = this.double.addToken({ login: 'paddock-sandbox' }).token;
+    if (this.opts.chaos.rateLimitPerHour !== undefined) {
+      this.double.setRateLimit(this.token, {
+        limit: this.opts.chaos.rateLimitPerHour,
+        remaining: this.opts.chaos.rateLimitPerHour,
+      });
+    }
+    log(`[sandbox] GitHub API double at ${this.double.apiUrl} (organization ${SANDBOX_ORG})`);
+
+    await installCrds(this.http);
+    await this.http.request('POST', '/api/v1/namespaces', {
+      body: { metadata: { name: SANDBOX_NAMESPACE } },
+    });
+
+    const metricsPort = await freePort();
+    this.metricsUrl = `http://127.0.0.1:${metricsPort}`;
+    const logFile = path.join(this.plane.dataDir, 'paddock.log');
+    this.paddock = spawn(
+      process.execPath,
+      [
+        path.join(repoRoot, 'bin/paddock.js'),
+        'run',
+        '--watch-namespace',
+        SANDBOX_NAMESPACE,
+        '--leader-election-namespace',
+        SANDBOX_NAMESPACE,
+        '--metrics-addr',
+        `127.0.0.1:${metricsPort}`,
+        '--health-probe-addr',
+        '0',
+        '--webhook-addr',
+        '127.0.0.1:0',
+        '--webhook-url',
+        'https://127.0.0.1:0',
+        '--unregistration-retry-delay',
+        '10s',
+        ...(this.opts.paddockArgs ?? []),
+      ],
+      {
+        env: {
+          PATH: process.env.PATH,
+          HOME: process.env.HOME,
+          KUBECONFIG: this.plane.kubeconfigPath,
+          GITHUB_TOKEN: this.token,
+          GITHUB_URL: this.double.apiUrl,
+          LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    const out = createWriteStream(logFile);
+    this.paddock.stdout?.pipe(out);
+    this.paddock.stderr?.pipe(out);
+    this.paddockExit = new Promise((resolve) => this.paddock!.on('exit', (code) => resolve(code ?? 1)));
+    const deadline = Date.now() + 60_000;
+    while (
+      !(await fetch(`${this.metricsUrl}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    ) {
+      const exited = await Promise.race([
+        this.paddockExit,
+        new Promise((r) => setTimeout(() => r(undefined), 200)),
+      ]);
+      if (exited !== undefined) throw new Error(`paddock exited with ${exited}; see ${logFile}`);
+      if (Date.now() > deadline) throw new Error(`paddock did not become ready; see ${logFile}`);
+    }
+    log(`[sandbox] paddock running (metrics ${this.metricsUrl}/metrics, log ${logFile})`);
+
+    if (this.opts.chaos.github5xxRate > 0) this.scheduleGitHubFaults();
+
+    await this.http.request(
+      'POST',
+      `/apis/actions.summerwind.dev/v1alpha1/namespaces/${SANDBOX_NAMESPACE}/runnersets`,
+      {
+        body: {
+          apiVersion: 'actions.summerwind.dev/v1alpha1',
+          kind: 'RunnerSet',
+          metadata: { name: RUNNER_SET_NAME },
+          spec: {
+            replicas: this.opts.runners,
+            organization: SANDBOX_ORG,
+            ephemeral: this.opts.ephemeral,
+            labels: ['sandbox'],
+            selector: { matchLabels: { app: RUNNER_SET_NAME } },
+            serviceName: RUNNER_SET_NAME,
+            podManagementPolicy: 'Parallel',
+            template: {
+              metadata: { labels: { app: RUNNER_SET_NAME } },
+              spec: { containers: [{ name: 'runner' }] },
+            },
+          },
+        },
+      },
+    );
+    log(
+      `[sandbox] RunnerSet ${SANDBOX_NAMESPACE}/${RUNNER_SET_NAME} applied with ${this.opts.runners} runners`,
+    );
+
+    if (this.opts.simulate) {
+      this.workload = new WorkloadGenerator({
+        double: this.double,
+        ratePerMinute: this.opts.jobRate,
+        duration: {
+          kind: 'uniform',
+          minMs: this.opts.jobDurationMs * 0.5,
+          maxMs: this.opts.jobDurationMs * 1.5,
+        },
+        target: { owner: SANDBOX_ORG, repo: 'app' },
+        labels: [{ labels: ['self-hosted', 'sandbox'], weight: 1 }],
+      });
+      this.agent = new NodeAgent({
+        http: this.http,
+        namespace: SANDBOX_NAMESPACE,
+        double: this.double,
+        log: this.log,
+        startupDelayMs: this.opts.startupDelayMs,
+        jobDurationMs: (job) => this.workload?.durationOf(job.id),
+        onEvent: (e) => this.onAgentEvent(e),
+      });
+      await this.agent.start();
+      this.workload.start();
+      if (this.opts.chaos.podKillsPerMinute > 0) {
+        this.timers.push(
+          setInterval(() => this.killRandomRunner(), 60_000 / this.opts.chaos.podKillsPerMinute),
+        );
+      }
+      const loss = this.opts.chaos.nodeLossAfterMs;
+      if (loss !== undefined) {
+        this.timers.push(
+          setTimeout(() => {
+            const node = this.agent?.nodeNames[0];
+            if (node) {
+              this.nodesLost++;
+              this.lostNodes.add(node);
+              void this.agent?.loseNode(node);
+              this.opts.log(`[sandbox] chaos: node ${node} lost`);
+            }
+          }, loss),
+        );
+      }
+    }
+    this.timers.push(setInterval(() => this.sampleRss(), 2000));
+    this.startedAt = Date.now();
+  }
+
+  private onAgentEvent(e: NodeAgentEvent): void {
+    this.events.push(e);
+    if (this.events.length > 5000) this.events.splice(0, 1000);
+    if (e.type === 'runner-exited' && e.reason === 'job-finished') this.exitsAwaitingReplacement.push(e.at);
+    if (e.type === 'job-cancelled' && !this.chaosPods.has(e.pod) && !(e.node && this.lostNodes.has(e.node))) {
+      this.cancelledByController++;
+      this.opts.log(
+        `[sandbox] job ${e.jobId} on ${e.pod} was cancelled (${e.message ?? e.reason ?? 'pod or runner removed mid-job'})`,
+      );
+    }
+    if (e.type === 'pod-seen') {
+      const exitedAt = this.exitsAwaitingReplacement.shift();
+      if (exitedAt !== undefined) this.replacementLatencies.push(e.at - exitedAt);
+    }
+  }
+
+  private killRandomRunner(): void {
+    const pods = (this.agent?.stats().busyRunners ?? 0) + (this.agent?.stats().idleRunners ?? 0);
+    if (pods === 0 || !this.agent) return;
+    const candidates = this.events.filter((e) => e.type === 'runner-registered').map((e) => e.pod);
+    const pod = candidates[Math.floor(Math.random() * candidates.length)];
+    if (!pod) return;
+    try {
+      this.agent.crashRunner(pod);
+      this.chaosPods.add(pod);
+      this.podKills++;
+    } catch {
+      // already gone
+    }
+  }
+
+  private scheduleGitHubFaults(): void {
+    // A rolling share of 502s: re-armed every second for about rate × requests of the last second.
+    let lastCount = this.double.log.length;
+    this.timers.push(
+      setInterval(() => {
+        const recent = this.double.log.length - lastCount;
+        lastCount = this.double.log.length;
+        const times = Math.round(Math.max(1, recent) * this.opts.chaos.github5xxRate);
+        this.double.clearFaults();
+        if (times > 0) this.double.injectFault({ status: 502, times });
+      }, 1000),
+    );
+  }
+
+  private sampleRss(): void {
+    const rss = rssMiB(this.paddock?.pid);
+    if (rss !== null) this.peakRss = Math.max(this.peakRss, rss);
+  }
+
+  controllerRssMiB(): number | null {
+    return rssMiB(this.paddock?.pid);
+  }
+
+  summary(): SandboxSummary {
+    const seconds = (Date.now() - this.startedAt) / 1000;
+    const stats = this.agent?.stats();
+    const counted = this.double.rateLimitedRequestCount(this.token);
+    const hours = Math.max(seconds, 1) / 3600;
+    return {
+      durationSeconds: Math.round(seconds),
+      runners: this.opts.runners,
+      ephemeral: this.opts.ephemeral,
+      jobs: {
+        created: this.workload?.stats().created ?? 0,
+        started: stats?.jobsStarted ?? 0,
+        completed: stats?.jobsCompleted ?? 0,
+        cancelled: stats?.jobsCancelled ?? 0,
+        // Jobs lost to chaos (crashed runners, lost nodes) are not the controller's doing.
+        cancelledByController: this.cancelledByController,
+      },
+      leakedRunners: stats?.leakedRunners ?? 0,
+      replacementLatencyMs: {
+        count: this.replacementLatencies.length,
+        p50: percentile(this.replacementLatencies, 50),
+        p99: percentile(this.replacementLatencies, 99),
+      },
+      github: {
+        requests: this.double.log.length,
+        rateLimitedRequests: counted,
+        notModified: this.double.log.filter((e) => e.notModified).length,
+        rateLimitedRequestsPerRunnerHour:
+          Math.round((counted / hours / Math.max(1, this.opts.runners)) * 100) / 100,
+      },
+      controller: { rssMiB: this.peakRss || this.controllerRssMiB(), exitCode: null },
+      pods: { seen: stats?.podsSeen ?? 0, started: stats?.podsStarted ?? 0 },
+      chaos: { podKills: this.podKills, nodesLost: this.nodesLost },
+    };
+  }
+
+  async stop(): Promise<{ paddockExitCode: number | null }> {
+    for (const t of this.timers) clearTimeout(t);
+    this.workload?.stop();
+    await this.agent?.stop().catch(() => undefined);
+    let code: number | null = null;
+    if (this.paddock && this.paddock.exitCode === null) {
+      this.paddock.kill('SIGTERM');
+      const killer = setTimeout(() => this.paddock?.kill('SIGKILL'), 15_000);
+      code = await this.paddockExit!;
+      clearTimeout(killer);
+    }
+    await this.double.stop();
+    this.http?.close();
+    await this.plane?.stop();
+    return { paddockExitCode: code };
+  }
+}
