@@ -131,6 +131,7 @@ export class Sandbox {
       });
     }
     log(`[sandbox] GitHub API double at ${this.double.apiUrl} (organization ${SANDBOX_ORG})`);
+    log(`[sandbox] export KUBECONFIG=${this.plane.kubeconfigPath}`);
 
     await installCrds(this.http);
     await this.http.request('POST', '/api/v1/namespaces', {
