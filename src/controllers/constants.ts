@@ -4,6 +4,9 @@ export const LABEL_RUNNER = 'actions-runner';
 export const LABEL_RUNNERSET_NAME = 'runnerset-name';
 export const LABEL_RUNNER_DEPLOYMENT_NAME = 'runner-deployment-name';
 export const LABEL_RUNNER_POD = 'runner-pod';
+export const LABEL_RUNNER_TEMPLATE_HASH = 'runner-template-hash';
+/** On every runner pod; the pod webhook's object selector. */
+export const LABEL_INJECT_REGISTRATION_TOKEN = 'actions-runner-controller/inject-registration-token';
 
 export const ANNOTATION_RUNNER_ID = 'actions-runner/id';
 export const ANNOTATION_UNREGISTRATION_REQUEST = 'actions-runner/unregistration-request-timestamp';
@@ -28,6 +31,9 @@ export const ENV_ORG = 'RUNNER_ORG';
 export const ENV_REPO = 'RUNNER_REPO';
 export const ENV_EPHEMERAL = 'RUNNER_EPHEMERAL';
 export const ENV_CONTAINER_HOOKS = 'ACTIONS_RUNNER_CONTAINER_HOOKS';
+export const ENV_LABELS = 'RUNNER_LABELS';
+export const ENV_RUNNER_NAME = 'RUNNER_NAME';
+export const ENV_RUNNER_TOKEN = 'RUNNER_TOKEN';
 
 /** RFC 3339 with seconds, as Go's time.RFC3339 formats UTC times. */
 export function rfc3339(ms: number): string {

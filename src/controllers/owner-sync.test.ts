@@ -46,7 +46,7 @@ describe('classifyPod', () => {
   ) => ({
     metadata: {
       name: 'p',
-      annotations: o.id ? { 'actions-runner/id': '1' } : {},
+      annotations: (o.id ? { 'actions-runner/id': '1' } : {}) as Record<string, string>,
       ...(o.deleting ? { deletionTimestamp: new Date(NOW).toISOString() } : {}),
     },
     spec: { containers: [{ name: 'runner' }] },

@@ -13,7 +13,7 @@ import { type PodLike, runnerPodFacts, runnerStopped } from './graceful-stop.ts'
  */
 
 export const ANNOTATION_SYNC_TIME = 'sync-time';
-export const LABEL_TEMPLATE_HASH = 'runner-template-hash';
+export { LABEL_RUNNER_TEMPLATE_HASH as LABEL_TEMPLATE_HASH } from './constants.ts';
 
 export type PodBucket = 'completed' | 'regTimeout' | 'running' | 'terminating' | 'pending';
 

@@ -22,9 +22,14 @@ import {
   ENV_CONTAINER_HOOKS,
   ENV_ENTERPRISE,
   ENV_EPHEMERAL,
+  ENV_LABELS,
   ENV_ORG,
   ENV_REPO,
+  ENV_RUNNER_NAME,
+  ENV_RUNNER_TOKEN,
+  LABEL_INJECT_REGISTRATION_TOKEN,
   LABEL_RUNNER,
+  LABEL_RUNNER_TEMPLATE_HASH,
   LABEL_RUNNERSET_NAME,
   RUNNER_CONTAINER,
 } from './constants.ts';
@@ -32,14 +37,10 @@ import {
 // --- constants ---------------------------------------------------------------------------------
 
 export const LABEL_POD_TEMPLATE_HASH = 'pod-template-hash';
-export const LABEL_RUNNER_TEMPLATE_HASH = 'runner-template-hash';
-export const LABEL_POD_MUTATION = 'actions-runner-controller/inject-registration-token';
+export const LABEL_POD_MUTATION = LABEL_INJECT_REGISTRATION_TOKEN;
 export const LABEL_VALUE_POD_MUTATION = 'true';
 
-export const ENV_LABELS = 'RUNNER_LABELS';
 export const ENV_GROUP = 'RUNNER_GROUP';
-export const ENV_RUNNER_NAME = 'RUNNER_NAME';
-export const ENV_RUNNER_TOKEN = 'RUNNER_TOKEN';
 
 export const CONTAINER_MODE_KUBERNETES = 'kubernetes';
 export const DOCKER_CONTAINER = 'docker';
@@ -47,23 +48,6 @@ export const DEFAULT_WORK_DIR = '/runner/_work';
 export const DEFAULT_RUNNER_HOOK_PATH = '/runner/k8s/index.js';
 export const DOCKER_SOCKET = 'unix:///run/docker.sock';
 export const DEFAULT_DOCKER_VAR_RUN_SIZE_LIMIT = '1M';
-
-/** The same keys under upstream's Go names (spec §11), for code and tests ported from ARC. */
-export const LabelKeyRunner = LABEL_RUNNER;
-export const LabelKeyPodTemplateHash = LABEL_POD_TEMPLATE_HASH;
-export const LabelKeyRunnerTemplateHash = LABEL_RUNNER_TEMPLATE_HASH;
-export const LabelKeyRunnerSetName = LABEL_RUNNERSET_NAME;
-export const LabelKeyPodMutation = LABEL_POD_MUTATION;
-export const LabelValuePodMutation = LABEL_VALUE_POD_MUTATION;
-export const EnvVarOrg = ENV_ORG;
-export const EnvVarRepo = ENV_REPO;
-export const EnvVarEnterprise = ENV_ENTERPRISE;
-export const EnvVarLabels = ENV_LABELS;
-export const EnvVarGroup = ENV_GROUP;
-export const EnvVarEphemeral = ENV_EPHEMERAL;
-export const EnvVarRunnerName = ENV_RUNNER_NAME;
-export const EnvVarRunnerToken = ENV_RUNNER_TOKEN;
-export const defaultRunnerHookPath = DEFAULT_RUNNER_HOOK_PATH;
 
 /** The docker sidecar's preStop hook: wait for the runner to finish, and for dockerd to be up. */
 export const DOCKER_PRESTOP_COMMAND: readonly string[] = [

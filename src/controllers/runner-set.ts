@@ -28,8 +28,8 @@ import {
 import type { GitHubClientSource, PodObject } from './runner-pod.ts';
 import { PODS } from './runner-pod.ts';
 import {
-  LabelKeyPodMutation,
-  LabelValuePodMutation,
+  LABEL_POD_MUTATION,
+  LABEL_VALUE_POD_MUTATION,
   newRunnerSetPodTemplate,
   type RunnerPodDefaults,
 } from './runner-pod-spec.ts';
@@ -48,7 +48,7 @@ export const STATEFUL_SETS: ResourceRef = {
   namespaced: true,
   kind: 'StatefulSet',
 };
-const PVCS: ResourceRef = {
+export const PVCS: ResourceRef = {
   group: '',
   version: 'v1',
   plural: 'persistentvolumeclaims',
@@ -289,7 +289,7 @@ export class RunnerSetReconciler {
       ...(s.selector?.matchLabels ?? { [LABEL_RUNNERSET_NAME]: name }),
       [LABEL_TEMPLATE_HASH]: desired.hash,
       [LABEL_RUNNERSET_NAME]: name,
-      [LabelKeyPodMutation]: LabelValuePodMutation,
+      [LABEL_POD_MUTATION]: LABEL_VALUE_POD_MUTATION,
     };
     const template = structuredClone(desired.template);
     template.metadata = { ...template.metadata, labels: { ...template.metadata?.labels, ...matchLabels } };

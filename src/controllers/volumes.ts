@@ -6,7 +6,7 @@ import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { jsonPatch } from '../runtime/objects.ts';
 import type { KubeObject } from '../runtime/store.ts';
-import { LABEL_RUNNER_STATEFULSET_NAME, STATEFUL_SETS } from './runner-set.ts';
+import { LABEL_RUNNER_STATEFULSET_NAME, PVCS, STATEFUL_SETS } from './runner-set.ts';
 
 /**
  * PVC and PV retention (spec §3.9): when a runner's StatefulSet is gone, its volume claims are
@@ -15,13 +15,6 @@ import { LABEL_RUNNER_STATEFULSET_NAME, STATEFUL_SETS } from './runner-set.ts';
  */
 
 export const LABEL_PENDING_CLEANUP = 'pending-cleanup';
-const PVCS: ResourceRef = {
-  group: '',
-  version: 'v1',
-  plural: 'persistentvolumeclaims',
-  namespaced: true,
-  kind: 'PersistentVolumeClaim',
-};
 const PVS: ResourceRef = {
   group: '',
   version: 'v1',

@@ -78,17 +78,7 @@ export class Store<T extends KubeObject = KubeObject> {
     if (this.indexers[name]) return;
     this.indexers[name] = fn;
     this.indexes.set(name, new Map());
-    for (const [key, obj] of this.items) {
-      const idx = this.indexes.get(name)!;
-      for (const v of fn(obj)) {
-        let set = idx.get(v);
-        if (!set) {
-          set = new Set();
-          idx.set(v, set);
-        }
-        set.add(key);
-      }
-    }
+    for (const [key, obj] of this.items) this.indexWith(name, fn, key, obj);
   }
 
   get(key: string): T | undefined {
@@ -142,16 +132,18 @@ export class Store<T extends KubeObject = KubeObject> {
   }
 
   private index(key: string, obj: T): void {
-    for (const [name, fn] of Object.entries(this.indexers)) {
-      const idx = this.indexes.get(name)!;
-      for (const v of fn(obj)) {
-        let set = idx.get(v);
-        if (!set) {
-          set = new Set();
-          idx.set(v, set);
-        }
-        set.add(key);
+    for (const [name, fn] of Object.entries(this.indexers)) this.indexWith(name, fn, key, obj);
+  }
+
+  private indexWith(name: string, fn: IndexFunc<T>, key: string, obj: T): void {
+    const idx = this.indexes.get(name)!;
+    for (const v of fn(obj)) {
+      let set = idx.get(v);
+      if (!set) {
+        set = new Set();
+        idx.set(v, set);
       }
+      set.add(key);
     }
   }
 

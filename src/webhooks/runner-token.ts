@@ -3,8 +3,12 @@ import { z } from 'zod';
 import {
   ANNOTATION_CREDS_SECRET,
   ENV_ENTERPRISE,
+  ENV_LABELS,
   ENV_ORG,
   ENV_REPO,
+  ENV_RUNNER_NAME,
+  ENV_RUNNER_TOKEN,
+  LABEL_INJECT_REGISTRATION_TOKEN,
   RUNNER_CONTAINER,
   rfc3339,
 } from '../controllers/constants.ts';
@@ -21,13 +25,10 @@ import type { AdmissionHandler } from './server.ts';
  */
 
 export const MUTATE_RUNNER_POD_PATH = '/mutate-runner-set-pod';
-/** On every runner pod; the webhook's object selector, so other pods never reach it. */
-export const LABEL_INJECT_REGISTRATION_TOKEN = 'actions-runner-controller/inject-registration-token';
+export { LABEL_INJECT_REGISTRATION_TOKEN };
 export const ANNOTATION_TOKEN_EXPIRES_AT = 'actions-runner-controller/token-expires-at';
 
-export const ENV_RUNNER_NAME = 'RUNNER_NAME';
-export const ENV_RUNNER_TOKEN = 'RUNNER_TOKEN';
-export const ENV_RUNNER_LABELS = 'RUNNER_LABELS';
+const ENV_RUNNER_LABELS = ENV_LABELS;
 export const ENV_RUNNER_WORKDIR = 'RUNNER_WORKDIR';
 export const ENV_RUNNER_EPHEMERAL = 'RUNNER_EPHEMERAL';
 /** The actions/runner binary reads any `--<arg>` from `ACTIONS_RUNNER_INPUT_<ARG>`; `run.sh --jitconfig`. */
