@@ -261,6 +261,8 @@ export class RunnerPodReconciler {
         return undefined;
       case 'recheck': {
         pod = await this.patchAnnotations(pod, { [ANNOTATION_LAST_REGISTRATION_CHECK]: rfc3339(now) });
+        // A pod that is not running yet cannot have registered: no wait worth announcing.
+        if (pod.status?.phase !== 'Running') return { requeueAfterMs: result.requeueAfterMs };
         const what =
           result.lookup === 'notFound' ? 'not registered with GitHub yet' : 'registered but offline';
         await this.beginWait(
