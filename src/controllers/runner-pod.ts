@@ -150,7 +150,7 @@ export class RunnerPodReconciler {
     this.controller = m
       .controller({
         name: 'runnerpod-controller',
-        concurrency: opts.concurrency ?? 4,
+        concurrency: opts.concurrency ?? 16,
         reconcile: (req, ctx) => this.reconcile(req.key, ctx),
       })
       .watchFor(this.informer);
