@@ -114,3 +114,8 @@ export async function flushMicrotasks(): Promise<void> {
   for (let i = 0; i < 20; i++) await Promise.resolve();
   await new Promise((r) => setImmediate(r));
 }
+
+/** Kubernetes MicroTime (RFC 3339 with microseconds), as Events and Leases carry. */
+export function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}

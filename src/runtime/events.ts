@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock, Timer } from './clock.ts';
+import { microTime } from './clock.ts';
 import { isNotFound, toKubeError } from './errors.ts';
 import { type KubeHttp, PATCH_CONTENT_TYPES } from './kube-http.ts';
 import type { KubeObject } from './store.ts';
@@ -67,10 +68,6 @@ export interface EventRecorderOptions {
 }
 
 const NOTE_LIMIT = 1024;
-
-function microTime(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
-}
 
 function isRef(x: KubeObject | ObjectRef): x is ObjectRef {
   return !('metadata' in x);

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
+import { microTime } from './clock.ts';
 import { isConflict, isNotFound, KubeError, toKubeError } from './errors.ts';
 import type { KubeHttp } from './kube-http.ts';
 
@@ -62,10 +63,6 @@ export function leaseDecision(input: {
   const expiresAt = observedAt + durationMs;
   if (now < expiresAt) return { action: 'wait', holder, expiresAt };
   return { action: 'acquire', takeover: true };
-}
-
-function microTime(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
 /** The lease spec after a successful create, renew or acquire. */
