@@ -3,7 +3,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../src/testenv/control-plane.ts';
+import { freePort, startControlPlane } from '../src/testenv/control-plane.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
 
@@ -73,6 +73,7 @@ describe('paddock run', () => {
     const p = paddock(
       [
         'run',
+        '--install-crds',
         '--watch-namespace',
         ns.name,
         '--metrics-addr',
@@ -117,6 +118,25 @@ describe('paddock run', () => {
       /GitHub credentials do not work against http:\/\/127\.0\.0\.1:\d+: .*Bad credentials/,
     );
     assert.ok(!p.err().includes('ghp_wrong'));
+  });
+
+  test('CRDs missing: a clear message and exit code 2', async () => {
+    // A fresh API server that has never seen the CRDs.
+    const plane = await startControlPlane({ controllerManager: false, log: () => undefined });
+    try {
+      const p = paddock(['run', '--metrics-addr', '0', '--health-probe-addr', '0', '--webhook-addr', '0'], {
+        KUBECONFIG: plane.kubeconfigPath,
+        GITHUB_TOKEN: token,
+        GITHUB_URL: double.apiUrl,
+      });
+      assert.equal(await p.exited, 2);
+      assert.match(
+        p.err(),
+        /the actions\.summerwind\.dev\/v1alpha1 CRDs are not installed .*apply config\/crd\/ or start with --install-crds/,
+      );
+    } finally {
+      await plane.stop();
+    }
   });
 
   test('unreachable cluster: a clear message and exit code 2', async () => {

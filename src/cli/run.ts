@@ -287,7 +287,20 @@ export async function startPaddock(
     runnerImagePullSecrets: config.podDefaults.imagePullSecrets,
     useRunnerStatusUpdateHook: config.podDefaults.runnerStatusUpdateHook,
   };
-  if (config.installCrds) await installCrds(manager.http);
+  if (config.installCrds) {
+    await installCrds(manager.http);
+  } else {
+    try {
+      await manager.http.request('GET', '/apis/actions.summerwind.dev/v1alpha1');
+    } catch (err) {
+      manager.http.close();
+      clients.pool.close();
+      defaultClient?.close();
+      throw new StartupError(
+        `the actions.summerwind.dev/v1alpha1 CRDs are not installed in ${server} (${toKubeError(err).message}); apply config/crd/ or start with --install-crds`,
+      );
+    }
+  }
   new RunnerSetReconciler({
     manager,
     github: clients,

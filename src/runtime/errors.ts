@@ -79,7 +79,9 @@ export function kubeErrorFromResponse(
   return new KubeError({
     code,
     reason: status?.reason || REASON_BY_CODE[code] || 'Unknown',
-    message: status?.message || (typeof body === 'string' && body ? body.slice(0, 500) : `HTTP ${code}`),
+    message:
+      status?.message ||
+      (typeof body === 'string' && body.trim() ? body.trim().slice(0, 500) : `HTTP ${code}`),
     ...(seconds !== undefined ? { retryAfterMs: seconds * 1000 } : {}),
     ...(status?.details?.causes ? { causes: status.details.causes } : {}),
   });
