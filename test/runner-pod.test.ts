@@ -13,6 +13,7 @@ import { silentLogger } from '../src/runtime/log.ts';
 import { Manager } from '../src/runtime/manager.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture, type TestCluster } from './support/cluster.ts';
+import { markRunnerPodRunning } from './support/pods.ts';
 
 const SETTINGS: RunnerPodSettings = {
   registrationRecheckIntervalMs: 1500,
@@ -577,30 +578,8 @@ describe('runner pod controller restarted mid-unregistration', () => {
     try {
       await core.createNamespacedPod({ namespace: ns.name, body: runnerPodBody('resume') });
       await eventually('finalizer', async () => (await get()).metadata?.finalizers?.length === 1);
+      await markRunnerPodRunning(core, ns.name, 'resume');
       const now = new Date().toISOString();
-      await core.patchNamespacedPodStatus(
-        {
-          name: 'resume',
-          namespace: ns.name,
-          body: {
-            status: {
-              phase: 'Running',
-              conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now }],
-              containerStatuses: [
-                {
-                  name: 'runner',
-                  image: 'x',
-                  imageID: '',
-                  ready: true,
-                  restartCount: 0,
-                  state: { running: { startedAt: now } },
-                },
-              ],
-            },
-          },
-        },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-      );
       const t = double.model.issueToken('orgs/acme', 'registration');
       const runner = double.registerRunner({ registrationToken: t.token, name: 'resume', ephemeral: true });
       await eventually(

@@ -9,6 +9,7 @@ import { silentLogger } from '../src/runtime/log.ts';
 import { mergePatch } from '../src/runtime/objects.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
+import { markRunnerPodRunning } from './support/pods.ts';
 
 describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod controller)', () => {
   const ns = namespaceFixture('t-runnerset');
@@ -83,30 +84,7 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
       const uid = pod.metadata!.uid!;
       if (started.has(uid) || pod.metadata?.deletionTimestamp) continue;
       started.add(uid);
-      const now = new Date().toISOString();
-      await core.patchNamespacedPodStatus(
-        {
-          name: pod.metadata!.name!,
-          namespace: ns.name,
-          body: {
-            status: {
-              phase: 'Running',
-              conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now }],
-              containerStatuses: [
-                {
-                  name: 'runner',
-                  image: 'x',
-                  imageID: '',
-                  ready: true,
-                  restartCount: 0,
-                  state: { running: { startedAt: now } },
-                },
-              ],
-            },
-          },
-        },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-      );
+      await markRunnerPodRunning(core, ns.name, pod.metadata!.name!);
       double.registerRunner({
         registrationToken: envOf(pod, 'RUNNER_TOKEN')!,
         name: envOf(pod, 'RUNNER_NAME')!,
