@@ -42,6 +42,11 @@ describe('volume retention decisions', () => {
     );
     assert.deepEqual(pvStep(pv({ [LABEL_PENDING_CLEANUP]: 's' }, 'Bound')), { kind: 'wait' });
     assert.deepEqual(pvStep(pv({ [LABEL_PENDING_CLEANUP]: 's' }, 'Released')), { kind: 'make-available' });
+    assert.deepEqual(
+      pvStep(pv({ [LABEL_PENDING_CLEANUP]: 's' }, 'Available')),
+      { kind: 'make-available' },
+      'pre-bound to a deleted claim',
+    );
     assert.deepEqual(pvStep(pv({ [LABEL_PENDING_CLEANUP]: 's' }, 'Released', false)), { kind: 'ignore' });
   });
 });

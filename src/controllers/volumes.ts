@@ -44,7 +44,11 @@ export type PvStep = { kind: 'ignore' } | { kind: 'wait' } | { kind: 'make-avail
 
 export function pvStep(pv: Pv): PvStep {
   if (!pv.spec?.claimRef || !pv.metadata.labels?.[LABEL_PENDING_CLEANUP]) return { kind: 'ignore' };
-  return pv.status?.phase === 'Released' ? { kind: 'make-available' } : { kind: 'wait' };
+  // Our label means we deleted the claim. Released is the usual way on; Available with a claimRef
+  // happens when the claim went before the binder finished (the PV stays pre-bound to a claim
+  // that will never come): both are freed.
+  const phase = pv.status?.phase;
+  return phase === 'Released' || phase === 'Available' ? { kind: 'make-available' } : { kind: 'wait' };
 }
 
 const escape = (k: string) => k.replaceAll('~', '~0').replaceAll('/', '~1');
