@@ -28,10 +28,10 @@ export class UsageError extends Error {
   }
 }
 
-/** `90s`, `1m`, `1m30s`, `2h`, `500ms`, or plain milliseconds → ms. */
+/** `90s`, `1m`, `1m30s`, `2h`, `500ms`, or a plain number of seconds (`--duration 60`) → ms. */
 export function parseDuration(text: string): number {
   const t = text.trim();
-  if (/^\d+$/.test(t)) return Number(t);
+  if (/^\d+(\.\d+)?$/.test(t)) return Number(t) * 1000;
   const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
   let total = 0;
   let consumed = 0;
