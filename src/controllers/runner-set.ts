@@ -85,6 +85,12 @@ export class RunnerSetReconciler {
   private readonly clock: Clock;
   private readonly events: EventRecorder;
   private readonly opts: RunnerSetControllerOptions;
+  /**
+   * StatefulSets this controller created but its cache has not shown yet, per RunnerSet: until they
+   * appear, planning would count too few runners and create them twice (controller-runtime's
+   * "expectations"). Bounded in time in case a watch event is lost.
+   */
+  private readonly expectedCreations = new Map<string, { names: Set<string>; until: number }>();
 
   constructor(opts: RunnerSetControllerOptions) {
     const m = opts.manager;
@@ -116,8 +122,25 @@ export class RunnerSetReconciler {
 
   async reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
     const rs = this.runnerSets.store.get(key);
-    if (!rs || rs.metadata.deletionTimestamp) return undefined;
+    if (!rs || rs.metadata.deletionTimestamp) {
+      this.expectedCreations.delete(key);
+      return undefined;
+    }
     const namespace = rs.metadata.namespace ?? 'default';
+    const expected = this.expectedCreations.get(key);
+    if (expected) {
+      for (const name of expected.names) {
+        if (this.statefulSets.store.getByName(namespace, name)) expected.names.delete(name);
+      }
+      if (expected.names.size > 0 && this.clock.now() < expected.until) {
+        ctx.log.debug(
+          { waitingFor: [...expected.names] },
+          'waiting for created StatefulSets to reach the cache',
+        );
+        return { requeueAfterMs: 1000 };
+      }
+      this.expectedCreations.delete(key);
+    }
     const owned = this.statefulSets.store
       .byIndex(CONTROLLER_UID_INDEX, rs.metadata.uid ?? '')
       .sort((a, b) => (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? ''));
@@ -223,14 +246,23 @@ export class RunnerSetReconciler {
   ): Promise<void> {
     const stsPath = (name: string) => resourcePath(STATEFUL_SETS, namespace, name);
     switch (action.kind) {
-      case 'create-owners':
+      case 'create-owners': {
+        const key = `${namespace}/${rs.metadata.name}`;
+        const names = new Set<string>();
+        this.expectedCreations.set(key, { names, until: this.clock.now() + 30_000 });
         for (let i = 0; i < action.count; i++) {
-          await this.http.request('POST', resourcePath(STATEFUL_SETS, namespace), {
-            body: this.newStatefulSet(rs, desired),
-          });
+          const created = await this.http.request<KubeObject>(
+            'POST',
+            resourcePath(STATEFUL_SETS, namespace),
+            {
+              body: this.newStatefulSet(rs, desired),
+            },
+          );
+          if (created.metadata.name) names.add(created.metadata.name);
         }
         ctx.log.info({ count: action.count }, 'created runner StatefulSets');
         return;
+      }
       case 'delete-owner':
         try {
           // Background: GC deletes the pod, whose finalizer still unregisters gracefully.
@@ -247,9 +279,7 @@ export class RunnerSetReconciler {
           this.http,
           STATEFUL_SETS,
           { metadata: { name: action.owner, namespace } },
-          {
-            metadata: { annotations: { [ANNOTATION_UNREGISTRATION_COMPLETE]: rfc3339(this.clock.now()) } },
-          },
+          { metadata: { annotations: { [ANNOTATION_UNREGISTRATION_COMPLETE]: rfc3339(this.clock.now()) } } },
         );
         return;
       case 'request-unregistration': {
