@@ -5,7 +5,7 @@ import { RUNNER_SETS } from '../src/api/index.ts';
 import { parseFlags } from '../src/cli/flags.ts';
 import { installCrds, type Paddock, runConfig, startPaddock } from '../src/cli/run.ts';
 import { RUN_FLAGS } from '../src/cli/run-flags.ts';
-import { silentLogger } from '../src/runtime/log.ts';
+import { createLogger } from '../src/runtime/log.ts';
 import { mergePatch } from '../src/runtime/objects.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
@@ -15,6 +15,8 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
   const ns = namespaceFixture('t-runnerset');
   const double = new GitHubDouble();
   let paddock: Paddock;
+  /** paddock's own log, shown when a wait times out. */
+  const logLines: string[] = [];
   let core: CoreV1Api;
   let apps: AppsV1Api;
 
@@ -52,7 +54,10 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
     );
     paddock = await startPaddock(runConfig(values), {
       kubeConfig: ns.cluster.kubeConfig,
-      log: silentLogger(),
+      log: createLogger({
+        level: 'debug',
+        destination: { write: (line: string) => logLines.push(line) } as never,
+      }),
     });
     core = ns.cluster.kubeConfig.makeApiClient(CoreV1Api);
     apps = ns.cluster.kubeConfig.makeApiClient(AppsV1Api);
@@ -68,6 +73,16 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
       .catch(() => undefined);
     await double.stop();
   });
+
+  const diagnose = async (what: string) => {
+    const sets = await statefulSets().catch(() => []);
+    const tail = logLines.filter((l) => /runnerset|"level":"(warn|error)"/.test(l)).slice(-30);
+    return `${what}; StatefulSets: ${sets.map((x) => x.metadata?.name).join(', ')}; paddock log tail:\n${tail.join('')}`;
+  };
+  const waitFor = <T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000) =>
+    eventually(what, fn, timeoutMs).catch(async (e) => {
+      throw new Error(await diagnose((e as Error).message));
+    });
 
   const runnerPods = async () =>
     (await core.listNamespacedPod({ namespace: ns.name, labelSelector: 'runnerset-name=example' })).items;
@@ -116,8 +131,8 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
         },
       },
     );
-    await eventually('3 StatefulSets', async () => (await statefulSets()).length === 3, 30_000);
-    const pods = await eventually(
+    await waitFor('3 StatefulSets', async () => (await statefulSets()).length === 3, 60_000);
+    const pods = await waitFor(
       '3 pods',
       async () => {
         const p = await runnerPods();
@@ -136,12 +151,12 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
       assert.equal(pod.spec?.restartPolicy, 'Never');
     }
     await playNode();
-    await eventually(
+    await waitFor(
       'IDs recorded',
       async () => (await runnerPods()).every((p) => p.metadata?.annotations?.['actions-runner/id']),
       30_000,
     );
-    await eventually('status', async () => {
+    await waitFor('status', async () => {
       const rs = await paddock.manager.http.request<{
         status?: { replicas?: number; desiredReplicas?: number };
       }>('GET', `/apis/actions.summerwind.dev/v1alpha1/namespaces/${ns.name}/runnersets/example`);
@@ -162,7 +177,7 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
       { spec: { replicas: 1 } },
     );
 
-    await eventually(
+    await waitFor(
       'two idle runners gone, their StatefulSets removed',
       async () => {
         const sets = await statefulSets();
@@ -205,7 +220,7 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
       },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
-    const replacement = await eventually(
+    const replacement = await waitFor(
       'replacement runner pod',
       async () => {
         const live = (await runnerPods()).filter(
@@ -217,7 +232,7 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
     );
     assert.ok(envOf(replacement, 'RUNNER_TOKEN'), 'the replacement got a fresh token');
     await playNode();
-    await eventually(
+    await waitFor(
       'replacement registered',
       async () => double.runners('orgs/acme').length === 1 && (await runnerPods()).length === 1,
       30_000,

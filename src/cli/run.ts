@@ -181,6 +181,18 @@ export async function installCrds(http: Manager['http']): Promise<void> {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
+  // Established can come a moment before the API server serves the resources; informers started
+  // in that moment would back off on 404s.
+  const plurals = crdManifests().map((c) => (c.spec as { names: { plural: string } }).names.plural);
+  for (let i = 0; ; i++) {
+    const served = await http
+      .request<{ resources?: { name: string }[] }>('GET', '/apis/actions.summerwind.dev/v1alpha1')
+      .then((l) => new Set((l.resources ?? []).map((r) => r.name)))
+      .catch(() => new Set<string>());
+    if (plurals.every((p) => served.has(p))) return;
+    if (i > 100) throw new StartupError('the actions.summerwind.dev/v1alpha1 resources are not served');
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 export interface Paddock {
