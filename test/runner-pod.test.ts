@@ -13,7 +13,7 @@ import { silentLogger } from '../src/runtime/log.ts';
 import { Manager } from '../src/runtime/manager.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture, type TestCluster } from './support/cluster.ts';
-import { markRunnerPodRunning } from './support/pods.ts';
+import { markRunnerExited, markRunnerPodRunning } from './support/pods.ts';
 
 const SETTINGS: RunnerPodSettings = {
   registrationRecheckIntervalMs: 1500,
@@ -579,7 +579,6 @@ describe('runner pod controller restarted mid-unregistration', () => {
       await core.createNamespacedPod({ namespace: ns.name, body: runnerPodBody('resume') });
       await eventually('finalizer', async () => (await get()).metadata?.finalizers?.length === 1);
       await markRunnerPodRunning(core, ns.name, 'resume');
-      const now = new Date().toISOString();
       const t = double.model.issueToken('orgs/acme', 'registration');
       const runner = double.registerRunner({ registrationToken: t.token, name: 'resume', ephemeral: true });
       await eventually(
@@ -600,29 +599,7 @@ describe('runner pod controller restarted mid-unregistration', () => {
       // The controller goes away mid-unregistration; the job finishes meanwhile.
       await ctl.stop();
       double.completeJob(job.id);
-      await core.patchNamespacedPodStatus(
-        {
-          name: 'resume',
-          namespace: ns.name,
-          body: {
-            status: {
-              containerStatuses: [
-                {
-                  name: 'runner',
-                  image: 'x',
-                  imageID: '',
-                  ready: false,
-                  restartCount: 0,
-                  state: {
-                    terminated: { exitCode: 0, startedAt: now, finishedAt: new Date().toISOString() },
-                  },
-                },
-              ],
-            },
-          },
-        },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-      );
+      await markRunnerExited(core, ns.name, 'resume');
       await new Promise((r) => setTimeout(r, 1500));
       assert.ok(await get(), 'nothing removes the pod while no controller runs');
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { RUNNER_SETS } from '../src/api/index.ts';
 import { parseFlags } from '../src/cli/flags.ts';
 import { installCrds, type Paddock, runConfig, startPaddock } from '../src/cli/run.ts';
@@ -9,7 +9,7 @@ import { createLogger } from '../src/runtime/log.ts';
 import { mergePatch } from '../src/runtime/objects.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
-import { markRunnerPodRunning } from './support/pods.ts';
+import { markRunnerExited, markRunnerPodRunning } from './support/pods.ts';
 
 describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod controller)', () => {
   const ns = namespaceFixture('t-runnerset');
@@ -199,27 +199,7 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
     // The job ends; the ephemeral runner leaves GitHub and its container exits: replaced.
     double.completeJob(job.id);
     const finishedUid = (await runnerPods()).find((p) => p.metadata?.name === busyName)?.metadata?.uid;
-    await core.patchNamespacedPodStatus(
-      {
-        name: busyName,
-        namespace: ns.name,
-        body: {
-          status: {
-            containerStatuses: [
-              {
-                name: 'runner',
-                image: 'x',
-                imageID: '',
-                ready: false,
-                restartCount: 0,
-                state: { terminated: { exitCode: 0, finishedAt: new Date().toISOString() } },
-              },
-            ],
-          },
-        },
-      },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-    );
+    await markRunnerExited(core, ns.name, busyName);
     const replacement = await waitFor(
       'replacement runner pod',
       async () => {

@@ -27,3 +27,29 @@ export async function markRunnerPodRunning(core: CoreV1Api, namespace: string, n
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   );
 }
+
+/** What the kubelet reports when the runner process ends with exit code 0 (a finished ephemeral runner). */
+export async function markRunnerExited(core: CoreV1Api, namespace: string, name: string): Promise<void> {
+  const now = new Date().toISOString();
+  await core.patchNamespacedPodStatus(
+    {
+      name,
+      namespace,
+      body: {
+        status: {
+          containerStatuses: [
+            {
+              name: 'runner',
+              image: 'x',
+              imageID: '',
+              ready: false,
+              restartCount: 0,
+              state: { terminated: { exitCode: 0, startedAt: now, finishedAt: now } },
+            },
+          ],
+        },
+      },
+    },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
+}
