@@ -31,6 +31,8 @@ if (!unitOnly) {
   plane = await startControlPlane({ controllerManager: true });
   env.PADDOCK_TEST_KUBECONFIG = plane.kubeconfigPath;
   env.PADDOCK_TEST_CONTROLLER_MANAGER = '1';
+  // Lets a failing test quote the components' logs.
+  env.PADDOCK_TEST_DATA_DIR = plane.dataDir;
   process.stderr.write(`[test] control plane up in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 }
 

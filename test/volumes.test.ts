@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, type V1PersistentVolume } from '@kubernetes/client-node';
 import {
+  boundToClaim,
   LABEL_PENDING_CLEANUP,
   pvcStep,
   pvStep,
@@ -9,7 +10,7 @@ import {
 } from '../src/controllers/volumes.ts';
 import { silentLogger } from '../src/runtime/log.ts';
 import { Manager } from '../src/runtime/manager.ts';
-import { eventually, namespaceFixture } from './support/cluster.ts';
+import { componentLogLines, eventually, namespaceFixture } from './support/cluster.ts';
 
 describe('volume retention decisions', () => {
   test('PVC: only ours, only once the StatefulSet is gone', () => {
@@ -47,7 +48,28 @@ describe('volume retention decisions', () => {
       { kind: 'make-available' },
       'pre-bound to a deleted claim',
     );
-    assert.deepEqual(pvStep(pv({ [LABEL_PENDING_CLEANUP]: 's' }, 'Released', false)), { kind: 'ignore' });
+    assert.deepEqual(
+      pvStep(pv({ [LABEL_PENDING_CLEANUP]: 's' }, 'Available', false)),
+      { kind: 'unlabel' },
+      'freed already, then labelled again by a late writer: only the label goes',
+    );
+    assert.deepEqual(pvStep(pv({}, 'Available', false)), { kind: 'ignore' });
+  });
+  test('a volume is marked for cleanup only while bound to the claim being released', () => {
+    const pvc = { metadata: { name: 'c', namespace: 'n', uid: 'u1' } };
+    const pv = (claimRef: { name?: string; namespace?: string; uid?: string } | null) => ({
+      metadata: {},
+      spec: { claimRef },
+    });
+    assert.equal(boundToClaim(pv({ name: 'c', namespace: 'n', uid: 'u1' }), pvc), true);
+    assert.equal(boundToClaim(pv(null), pvc), false, 'freed since');
+    assert.equal(
+      boundToClaim(pv({ name: 'c', namespace: 'n', uid: 'u2' }), pvc),
+      false,
+      'a new claim of the same name',
+    );
+    assert.equal(boundToClaim(pv({ name: 'd', namespace: 'n', uid: 'u3' }), pvc), false, 'another claim');
+    assert.equal(boundToClaim(pv({ name: 'c', namespace: 'm', uid: 'u1' }), pvc), false);
   });
 });
 
@@ -112,10 +134,12 @@ describe('volume retention against the API server', () => {
       60_000,
     );
     // The end state: Available, no claim, no cleanup label (the binder and we both write the PV).
+    let last: V1PersistentVolume | undefined;
     const pv = await eventually(
       'volume Available without claim or cleanup label',
       async () => {
         const v = await core.readPersistentVolume({ name: pvName });
+        last = v;
         const done =
           v.status?.phase === 'Available' &&
           !v.spec?.claimRef &&
@@ -123,7 +147,37 @@ describe('volume retention against the API server', () => {
         return done ? v : undefined;
       },
       60_000,
-    );
+    ).catch(async (err: Error) => {
+      const binder = await componentLogLines(ns.cluster, 'kube-controller-manager', pvName);
+      throw new Error(
+        `${err.message}\nlast seen: ${JSON.stringify({ labels: last?.metadata?.labels, claimRef: last?.spec?.claimRef, status: last?.status })}\nkube-controller-manager on ${pvName}:\n${binder}`,
+      );
+    });
     assert.equal(pv.status?.phase, 'Available');
+  });
+
+  test('a free volume left marked for cleanup by a late writer loses the mark', async () => {
+    const name = `${pvName}-late`;
+    await core.createPersistentVolume({
+      body: {
+        metadata: { name, labels: { [LABEL_PENDING_CLEANUP]: 'runner-gone', keep: 'me' } },
+        spec: {
+          capacity: { storage: '1Gi' },
+          accessModes: ['ReadWriteOnce'],
+          persistentVolumeReclaimPolicy: 'Retain',
+          storageClassName: name,
+          hostPath: { path: '/tmp/paddock-test' },
+        },
+      },
+    });
+    try {
+      const v = await eventually('cleanup label dropped', async () => {
+        const v = await core.readPersistentVolume({ name });
+        return v.metadata?.labels?.[LABEL_PENDING_CLEANUP] ? undefined : v;
+      });
+      assert.deepEqual(v.metadata?.labels, { keep: 'me' }, 'other labels stay');
+    } finally {
+      await core.deletePersistentVolume({ name }).catch(() => undefined);
+    }
   });
 });

@@ -27,7 +27,7 @@ interface Pvc extends KubeObject {
   spec?: { volumeName?: string };
 }
 interface Pv extends KubeObject {
-  spec?: { claimRef?: { name?: string; namespace?: string } | null };
+  spec?: { claimRef?: { name?: string; namespace?: string; uid?: string } | null };
   status?: { phase?: string };
 }
 
@@ -40,10 +40,13 @@ export function pvcStep(pvc: Pvc, statefulSetExists: boolean): PvcStep {
   return { kind: 'release', volume: pvc.spec.volumeName };
 }
 
-export type PvStep = { kind: 'ignore' } | { kind: 'wait' } | { kind: 'make-available' };
+export type PvStep = { kind: 'ignore' } | { kind: 'wait' } | { kind: 'make-available' } | { kind: 'unlabel' };
 
 export function pvStep(pv: Pv): PvStep {
-  if (!pv.spec?.claimRef || !pv.metadata.labels?.[LABEL_PENDING_CLEANUP]) return { kind: 'ignore' };
+  if (!pv.metadata.labels?.[LABEL_PENDING_CLEANUP]) return { kind: 'ignore' };
+  // Already free (a late writer labelled it again): only the label is left to drop, or it would
+  // stay marked forever.
+  if (!pv.spec?.claimRef) return { kind: 'unlabel' };
   // Our label means we deleted the claim. Released is the usual way on; Available with a claimRef
   // happens when the claim went before the binder finished (the PV stays pre-bound to a claim
   // that will never come): both are freed.
@@ -51,7 +54,18 @@ export function pvStep(pv: Pv): PvStep {
   return phase === 'Released' || phase === 'Available' ? { kind: 'make-available' } : { kind: 'wait' };
 }
 
-const escape = (k: string) => k.replaceAll('~', '~0').replaceAll('/', '~1');
+/** Whether a volume is still held by this claim, so marking it for cleanup cannot hit a volume already freed or reused. */
+export function boundToClaim(pv: Pv, pvc: Pvc): boolean {
+  const ref = pv.spec?.claimRef;
+  return (
+    !!ref &&
+    ref.namespace === pvc.metadata.namespace &&
+    ref.name === pvc.metadata.name &&
+    (ref.uid === undefined || ref.uid === pvc.metadata.uid)
+  );
+}
+
+const jsonPointerToken = (k: string) => k.replaceAll('~', '~0').replaceAll('/', '~1');
 
 export class VolumeRetentionReconcilers {
   readonly pvcController: Controller;
@@ -95,16 +109,23 @@ export class VolumeRetentionReconcilers {
     const exists = this.statefulSets.store.getByName(pvc.metadata.namespace, stsName) !== undefined;
     const step = pvcStep(pvc, exists);
     if (step.kind !== 'release') return undefined; // the StatefulSet's deletion requeues us
+    // A live read, not a cache: a late second pass over a claim we already deleted must not mark a
+    // volume that was freed (or bound to another claim) since.
+    let pv: Pv | undefined;
     try {
-      await this.http.request('PATCH', resourcePath(PVS, undefined, step.volume), {
-        body: [{ op: 'add', path: `/metadata/labels/${escape(LABEL_PENDING_CLEANUP)}`, value: stsName }],
-        contentType: 'application/json-patch+json',
-      });
+      pv = await this.http.request<Pv>('GET', resourcePath(PVS, undefined, step.volume));
     } catch (err) {
-      if (isNotFound(err)) return undefined;
-      // A PV without labels needs the map created first.
+      if (!isNotFound(err)) throw err;
+    }
+    if (pv && boundToClaim(pv, pvc) && !pv.metadata.labels?.[LABEL_PENDING_CLEANUP]) {
+      // resourceVersion makes the merge patch conditional: a conflict retries with a fresh read.
       await this.http.request('PATCH', resourcePath(PVS, undefined, step.volume), {
-        body: { metadata: { labels: { [LABEL_PENDING_CLEANUP]: stsName } } },
+        body: {
+          metadata: {
+            resourceVersion: pv.metadata.resourceVersion,
+            labels: { [LABEL_PENDING_CLEANUP]: stsName },
+          },
+        },
         contentType: 'application/merge-patch+json',
       });
     }
@@ -125,8 +146,8 @@ export class VolumeRetentionReconcilers {
     try {
       await jsonPatch(this.http, PVS, pv, [
         { op: 'test', path: '/metadata/resourceVersion', value: pv.metadata.resourceVersion },
-        { op: 'remove', path: `/metadata/labels/${escape(LABEL_PENDING_CLEANUP)}` },
-        { op: 'remove', path: '/spec/claimRef' },
+        { op: 'remove', path: `/metadata/labels/${jsonPointerToken(LABEL_PENDING_CLEANUP)}` },
+        ...(step.kind === 'make-available' ? [{ op: 'remove' as const, path: '/spec/claimRef' }] : []),
       ]);
     } catch (err) {
       if (!isNotFound(err)) throw err;

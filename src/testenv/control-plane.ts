@@ -363,6 +363,8 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
           '--concurrent-statefulset-syncs=10',
           '--concurrent-gc-syncs=20',
           '--v=1',
+          // The volume binder's decisions, for tests that diagnose volume retention.
+          '--vmodule=pv_controller*=4',
         ],
       });
       procs.push(kcm);

@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before } from 'node:test';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { type ControlPlane, startControlPlane } from '../../src/testenv/control-plane.ts';
@@ -12,6 +14,8 @@ export interface TestCluster {
   controllerManager: boolean;
   /** The private control plane when this file started one itself. */
   own?: ControlPlane;
+  /** Where the components write their logs, when known. */
+  dataDir?: string;
 }
 
 let shared: Promise<TestCluster> | undefined;
@@ -22,13 +26,37 @@ export function useCluster(): Promise<TestCluster> {
     if (path) {
       const kubeConfig = new KubeConfig();
       kubeConfig.loadFromFile(path);
-      return { kubeConfig, controllerManager: process.env.PADDOCK_TEST_CONTROLLER_MANAGER === '1' };
+      return {
+        kubeConfig,
+        controllerManager: process.env.PADDOCK_TEST_CONTROLLER_MANAGER === '1',
+        dataDir: process.env.PADDOCK_TEST_DATA_DIR,
+      };
     }
     // Stopped by the process exit handlers of the harness when this file's process ends.
     const own = await startControlPlane({ controllerManager: true });
-    return { kubeConfig: own.kubeConfig, controllerManager: true, own };
+    return { kubeConfig: own.kubeConfig, controllerManager: true, own, dataDir: own.dataDir };
   })();
   return shared;
+}
+
+/** The lines of a component's log (e.g. `kube-controller-manager`) that mention `needle`, for failure messages. */
+export async function componentLogLines(
+  cluster: TestCluster,
+  component: string,
+  needle: string,
+  max = 40,
+): Promise<string> {
+  if (!cluster.dataDir) return `(no ${component} log: data directory unknown)`;
+  try {
+    const text = await readFile(join(cluster.dataDir, `${component}.log`), 'utf8');
+    return text
+      .split('\n')
+      .filter((l) => l.includes(needle))
+      .slice(-max)
+      .join('\n');
+  } catch (err) {
+    return `(no ${component} log: ${String(err)})`;
+  }
 }
 
 /**
