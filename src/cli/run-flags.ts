@@ -263,7 +263,7 @@ export const RUN_FLAGS: FlagSpec[] = [
     type: 'boolean',
     env: 'WEBHOOK_JIT_CONFIG',
     default: 'false',
-    help: 'inject a just-in-time runner configuration instead of a registration token',
+    help: 'inject a just-in-time runner configuration instead of a registration token (ephemeral organization and repository runners without a named group; others keep the token)',
   },
   {
     group: 'Kubernetes',

@@ -393,6 +393,15 @@ describe('runner pod token injector', () => {
       ]);
     });
 
+    test('falls back to a token for a runner group named in the pod', async () => {
+      const { deps, calls } = stub();
+      const grouped = runnerPod({ env: [...scopeEnv(), { name: 'RUNNER_GROUP', value: 'builders' }] });
+      const out = patched(grouped, await mutateRunnerPod(grouped, ctx, { ...deps, jit: {} }));
+      assert.equal(env(out, 'RUNNER_TOKEN'), TOKEN);
+      assert.equal(env(out, ENV_JIT_CONFIG), undefined);
+      assert.equal(calls.jit.length, 0, 'never registered in the default group by mistake');
+    });
+
     test('falls back to a token for enterprise scopes and non-ephemeral runners', async () => {
       const { deps, calls } = stub();
       const jitDeps = { ...deps, jit: {} };

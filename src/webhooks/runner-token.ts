@@ -12,6 +12,7 @@ import {
   RUNNER_CONTAINER,
   rfc3339,
 } from '../controllers/constants.ts';
+import { ENV_GROUP } from '../controllers/runner-pod-spec.ts';
 import type { GitHubClient, GitHubScope } from '../github/index.ts';
 import { GitHubApiError, GitHubConfigError, resolveScope, scopeKey } from '../github/index.ts';
 import { diffJson, type JsonPatchOp } from './json-patch.ts';
@@ -256,6 +257,9 @@ export async function mutateRunnerPod(
     needsCredential &&
     scope.kind !== 'enterprise' &&
     envValue(runner, ENV_RUNNER_EPHEMERAL) !== 'false' &&
+    // A JIT config names its group by ID; a group named in the pod is honoured by the runner's own
+    // registration instead of silently landing in the default group.
+    envValue(runner, ENV_GROUP) === '' &&
     runnerName !== '';
 
   if (useJit) {
