@@ -259,6 +259,14 @@ export const RUN_FLAGS: FlagSpec[] = [
   },
   {
     group: 'Pod token webhook',
+    name: 'webhook-cert-check-interval',
+    type: 'duration',
+    env: 'WEBHOOK_CERT_CHECK_INTERVAL',
+    default: '1h',
+    help: 'how often the webhook certificates are checked and reissued (30 days before they expire)',
+  },
+  {
+    group: 'Pod token webhook',
     name: 'webhook-jit-config',
     type: 'boolean',
     env: 'WEBHOOK_JIT_CONFIG',

@@ -26,6 +26,7 @@ import {
   loadOrCreateWebhookCertificates,
   MUTATE_RUNNER_POD_PATH,
   runnerPodAdmissionHandler,
+  WebhookCertificateRenewal,
   WebhookServer,
 } from '../webhooks/index.ts';
 import { type FlagValues, parseFlags, renderHelp, UsageError } from './flags.ts';
@@ -60,7 +61,13 @@ export interface RunConfig {
     runnerStatusUpdateHook: boolean;
     runnerGitHubUrl: string;
   };
-  webhook: { addr: string | undefined; url: string | undefined; service: string; jitConfig: boolean };
+  webhook: {
+    addr: string | undefined;
+    url: string | undefined;
+    service: string;
+    jitConfig: boolean;
+    certCheckIntervalMs: number;
+  };
   installCrds: boolean;
   logLevel: string;
 }
@@ -153,6 +160,7 @@ export function runConfig(v: FlagValues): RunConfig {
       url: (v['webhook-url'] as string) || undefined,
       service: v['webhook-service'] as string,
       jitConfig: v['webhook-jit-config'] === true,
+      certCheckIntervalMs: v['webhook-cert-check-interval'] as number,
     },
     installCrds: v['install-crds'] === true,
     logLevel: v['log-level'] as string,
@@ -327,9 +335,9 @@ export async function startPaddock(
   });
   for (const c of manager.allControllers) c.resyncEvery(config.syncPeriodMs);
 
-  let webhook: WebhookServer | undefined;
+  let webhook: RunningWebhook | undefined;
   if (config.webhook.addr) {
-    webhook = await startWebhook(config, manager, clients, log);
+    webhook = await startWebhook(config, manager, clients, log, clock);
   }
   await manager.start();
   log.info(
@@ -345,7 +353,7 @@ export async function startPaddock(
   return {
     manager,
     defaultClient,
-    webhookUrl: webhook ? webhook.url(MUTATE_RUNNER_POD_PATH) : undefined,
+    webhookUrl: webhook ? webhook.server.url(MUTATE_RUNNER_POD_PATH) : undefined,
     async stop() {
       runnerPods.stop();
       await webhook?.stop();
@@ -354,6 +362,11 @@ export async function startPaddock(
       defaultClient?.close();
     },
   };
+}
+
+interface RunningWebhook {
+  server: WebhookServer;
+  stop(): Promise<void>;
 }
 
 /**
@@ -365,21 +378,24 @@ async function startWebhook(
   manager: Manager,
   clients: ReturnType<typeof podGitHubClients>,
   log: Logger,
-): Promise<WebhookServer> {
+  clock: Clock,
+): Promise<RunningWebhook> {
   const [host, portText] = config.webhook.addr!.split(/:(?=[^:]*$)/) as [string, string | undefined];
   const namespace = config.leaderElection?.namespace ?? 'default';
   const url = config.webhook.url ? new URL(config.webhook.url) : undefined;
   const ipHost = url && /^[\d.]+$|^\[/.test(url.hostname) ? url.hostname.replace(/^\[|\]$/g, '') : undefined;
-  const certs = await loadOrCreateWebhookCertificates({
-    http: manager.http,
-    namespace,
-    dnsNames: [
-      `${config.webhook.service}.${namespace}.svc`,
-      `${config.webhook.service}.${namespace}.svc.cluster.local`,
-      ...(url && !ipHost ? [url.hostname] : []),
-    ],
-    ...(ipHost ? { ipAddresses: [ipHost] } : {}),
-  });
+  const loadCertificates = () =>
+    loadOrCreateWebhookCertificates({
+      http: manager.http,
+      namespace,
+      dnsNames: [
+        `${config.webhook.service}.${namespace}.svc`,
+        `${config.webhook.service}.${namespace}.svc.cluster.local`,
+        ...(url && !ipHost ? [url.hostname] : []),
+      ],
+      ...(ipHost ? { ipAddresses: [ipHost] } : {}),
+    });
+  const certs = await loadCertificates();
   const server = new WebhookServer({
     tls: certs.serving,
     handlers: {
@@ -397,17 +413,35 @@ async function startWebhook(
   const clientUrl = url
     ? `${url.protocol}//${url.host.replace(/:0$/, `:${port}`)}${MUTATE_RUNNER_POD_PATH}`
     : undefined;
-  await applyRunnerPodWebhookConfiguration(manager.http, {
-    // One configuration per watched namespace, so several paddocks can share a cluster.
-    ...(config.watchNamespace ? { name: `paddock-runner-pod-token-${config.watchNamespace}` } : {}),
-    clientConfig: clientUrl
-      ? { url: clientUrl }
-      : { service: { namespace, name: config.webhook.service, port: 443 } },
-    caBundle: certs.ca.cert,
-    ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
-    jit: config.webhook.jitConfig,
+  const publishCaBundle = (caBundle: string) =>
+    applyRunnerPodWebhookConfiguration(manager.http, {
+      // One configuration per watched namespace, so several paddocks can share a cluster.
+      ...(config.watchNamespace ? { name: `paddock-runner-pod-token-${config.watchNamespace}` } : {}),
+      clientConfig: clientUrl
+        ? { url: clientUrl }
+        : { service: { namespace, name: config.webhook.service, port: 443 } },
+      caBundle,
+      ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
+      jit: config.webhook.jitConfig,
+    });
+  await publishCaBundle(certs.ca.cert);
+  const renewal = new WebhookCertificateRenewal({
+    load: loadCertificates,
+    current: certs,
+    serve: (serving) => server.setCertificate(serving),
+    publishCaBundle,
+    clock,
+    intervalMs: config.webhook.certCheckIntervalMs,
+    logger: log.child({ component: 'webhook' }),
   });
-  return server;
+  renewal.start();
+  return {
+    server,
+    async stop() {
+      await renewal.stop();
+      await server.stop();
+    },
+  };
 }
 
 export const RUN_SUMMARY =

@@ -22,6 +22,8 @@ export {
 } from './configuration.ts';
 export type { JsonPatchOp } from './json-patch.ts';
 export { diffJson, escapePointerToken } from './json-patch.ts';
+export type { CertificateChange, CertificateRenewalOptions } from './renewal.ts';
+export { certificateChange, transitionCaBundle, WebhookCertificateRenewal } from './renewal.ts';
 export type {
   AdmissionContext,
   AdmissionResult,
