@@ -476,8 +476,10 @@ describe('runner pod controller', { concurrency: true }, () => {
   test('a pod on a lost node is force-deleted after the timeout', async () => {
     await createPod('lost-node', { nodeName: 'node-that-went-away' });
     // deletionTimestamp = request time + grace period; the force-delete timeout counts from there.
-    await core.deleteNamespacedPod({ name: 'lost-node', namespace: ns.name, gracePeriodSeconds: 3 });
+    // Before the request: deletionTimestamp is truncated to the second and a slow answer must not
+    // move the reference later.
     const asked = Date.now();
+    await core.deleteNamespacedPod({ name: 'lost-node', namespace: ns.name, gracePeriodSeconds: 3 });
     await eventually(
       'finalizer removed',
       async () => ((await getPod('lost-node'))?.metadata?.finalizers ?? []).length === 0,
