@@ -251,7 +251,12 @@ describe('node agent (simulated kubelet and runners)', () => {
       contentType: 'application/merge-patch+json',
     });
     await eventually('pod gone', async () => (await getPod('del-a')) === undefined);
-    assert.equal(agent.stats().podsDeletedByKubelet, deletedBefore + 1);
+    // The agent counts when its DELETE answer arrives, which can be after our GET saw the pod gone.
+    await eventually('deletion confirmed by the kubelet', async () =>
+      agent.stats().podsDeletedByKubelet === deletedBefore + 1 ? true : undefined,
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(agent.stats().podsDeletedByKubelet, deletedBefore + 1, 'confirmed once');
     await eventually('pod-gone event', async () =>
       events.some((e) => e.pod === 'del-a' && e.type === 'pod-gone'),
     );
