@@ -18,6 +18,7 @@ function owner(
     deleting: o.deleting ?? false,
     annotations: o.annotations ?? {},
     synced: o.synced ?? true,
+    ...(o.replicas !== undefined ? { replicas: o.replicas } : {}),
     pods:
       o.pods ??
       buckets.map((b) => ({ name: `${name}-0`, bucket: b, annotations: {}, deleting: false, busy: o.busy })),
@@ -150,6 +151,20 @@ describe('planOwnerSync', () => {
     const p = plan([owner('a', 'running', { synced: false })], 3);
     assert.deepEqual(p.actions, []);
     assert.match(p.note ?? '', /not synced/);
+  });
+
+  test('a pod the owner has but our cache has not seen yet counts as pending: no second owner', () => {
+    // The StatefulSet reports its pod before the pod reaches the pod cache.
+    const fresh = owner('fresh', 'pending', { replicas: 1, pods: [] });
+    assert.deepEqual(plan([fresh], 1).actions, [], 'the replacement is on its way');
+    assert.deepEqual(plan([fresh], 2).actions, [{ kind: 'create-owners', count: 1 }]);
+    const seen = owner('seen', 'running', { replicas: 1 });
+    assert.deepEqual(plan([seen], 2).actions, [{ kind: 'create-owners', count: 1 }], 'seen pods count once');
+    assert.deepEqual(
+      plan([owner('gone', 'running', { replicas: 0, pods: [] })], 1).actions,
+      [{ kind: 'create-owners', count: 1 }],
+      'an owner that reports no pod holds no place',
+    );
   });
 
   test('outdated owners are deleted one per round', () => {

@@ -43,6 +43,11 @@ export interface OwnerState {
   annotations: Record<string, string>;
   /** Whether the owner's status caught up with its spec (StatefulSet: status.replicas == spec.replicas). */
   synced: boolean;
+  /**
+   * Pods the owner has by its own status (StatefulSet: status.replicas). Those not in `pods` yet
+   * (our pod cache lags the owner's) count as pending, so they are not created a second time.
+   */
+  replicas?: number;
   pods: {
     name: string;
     bucket: PodBucket;
@@ -78,7 +83,9 @@ export interface OwnerSyncInput {
   recreationDelayMs?: number;
 }
 
-const count = (o: OwnerState, b: PodBucket) => o.pods.filter((p) => p.bucket === b).length;
+const count = (o: OwnerState, b: PodBucket) =>
+  o.pods.filter((p) => p.bucket === b).length +
+  (b === 'pending' ? Math.max(0, (o.replicas ?? 0) - o.pods.length) : 0);
 
 export function planOwnerSync(input: OwnerSyncInput): OwnerSyncPlan {
   const actions: OwnerAction[] = [];

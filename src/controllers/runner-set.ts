@@ -233,6 +233,7 @@ export class RunnerSetReconciler {
       deleting: Boolean(sts.metadata.deletionTimestamp),
       annotations: sts.metadata.annotations ?? {},
       synced: (sts.status?.replicas ?? 0) === wanted,
+      replicas: sts.status?.replicas ?? 0,
       pods,
     };
   }
