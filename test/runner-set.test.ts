@@ -76,8 +76,19 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
 
   const diagnose = async (what: string) => {
     const sets = await statefulSets().catch(() => []);
+    const pods = await runnerPods().catch(() => []);
+    const podText = pods
+      .map(
+        (p) =>
+          `${p.metadata?.name}(${p.status?.phase ?? '?'}${p.metadata?.deletionTimestamp ? ',deleting' : ''}${p.metadata?.annotations?.['actions-runner/id'] ? `,id=${p.metadata.annotations['actions-runner/id']}` : ''})`,
+      )
+      .join(', ');
+    const runners = double
+      .runners('orgs/acme')
+      .map((r) => `${r.name}(${r.status}${r.busy ? ',busy' : ''})`)
+      .join(', ');
     const tail = logLines.filter((l) => /runnerset|"level":"(warn|error)"/.test(l)).slice(-30);
-    return `${what}; StatefulSets: ${sets.map((x) => x.metadata?.name).join(', ')}; paddock log tail:\n${tail.join('')}`;
+    return `${what}; StatefulSets: ${sets.map((x) => x.metadata?.name).join(', ')}; pods: ${podText}; GitHub runners: ${runners}; paddock log tail:\n${tail.join('')}`;
   };
   const waitFor = <T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000) =>
     eventually(what, fn, timeoutMs).catch(async (e) => {
