@@ -47,6 +47,7 @@ import {
   removalStep,
   runnerPodFacts,
 } from './graceful-stop.ts';
+import { RecentRemovals } from './recent-removals.ts';
 
 /**
  * The runner pod controller (the seed): owns the life of every runner pod. It registers nothing
@@ -134,6 +135,7 @@ export class RunnerPodReconciler {
   private readonly random: () => number;
   private readonly subscribed = new WeakSet<object>();
   private readonly keptFresh = new Map<string, () => void>();
+  private readonly recentRemovals: RecentRemovals;
 
   constructor(opts: RunnerPodControllerOptions) {
     const m = opts.manager;
@@ -143,6 +145,8 @@ export class RunnerPodReconciler {
     this.github = opts.github;
     this.settings = { ...DEFAULT_RUNNER_POD_SETTINGS, ...opts.settings };
     this.random = opts.random ?? Math.random;
+    // Shorter than the busy retry delay, so a static runner is still asked again on schedule.
+    this.recentRemovals = new RecentRemovals(Math.min(10_000, this.settings.unregistrationRetryDelayMs / 2));
     this.informer = m.informer<PodObject>(PODS, {
       ...(opts.namespace ? { namespace: opts.namespace } : {}),
       indexers: { ...defaultIndexers, [POD_NAME_INDEX]: (p) => [p.metadata.name ?? ''] },
@@ -458,7 +462,17 @@ export class RunnerPodReconciler {
       return { done: true, pod: await this.complete(pod) };
     }
 
-    const outcome = await client.removeRunner(scope, step.runnerId);
+    const removalKey = `${client.credentialId} ${scopeKey(scope)} ${step.runnerId}`;
+    let outcome = this.recentRemovals.get(removalKey, now);
+    if (outcome) {
+      ctx.log.debug(
+        { runnerId: step.runnerId, answer: outcome.kind },
+        'reusing a removal answer of seconds ago',
+      );
+    } else {
+      outcome = await client.removeRunner(scope, step.runnerId);
+      this.recentRemovals.record(removalKey, outcome, this.clock.now());
+    }
     facts = runnerPodFacts(pod);
     const answer = toRemovalAnswer(outcome);
     const next = removalStep({ answer, facts, now, retryDelayMs: settings.retryDelayMs, rfc3339 });
