@@ -4,7 +4,7 @@ import type { Informer, ResourceRef } from '../runtime/informer.ts';
 import { resourcePath } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
-import { jsonPatch } from '../runtime/objects.ts';
+import { jsonPatch, mergePatch } from '../runtime/objects.ts';
 import type { KubeObject } from '../runtime/store.ts';
 import { LABEL_RUNNER_STATEFULSET_NAME, PVCS, STATEFUL_SETS } from './runner-set.ts';
 
@@ -119,14 +119,11 @@ export class VolumeRetentionReconcilers {
     }
     if (pv && boundToClaim(pv, pvc) && !pv.metadata.labels?.[LABEL_PENDING_CLEANUP]) {
       // resourceVersion makes the merge patch conditional: a conflict retries with a fresh read.
-      await this.http.request('PATCH', resourcePath(PVS, undefined, step.volume), {
-        body: {
-          metadata: {
-            resourceVersion: pv.metadata.resourceVersion,
-            labels: { [LABEL_PENDING_CLEANUP]: stsName },
-          },
+      await mergePatch(this.http, PVS, pv, {
+        metadata: {
+          resourceVersion: pv.metadata.resourceVersion,
+          labels: { [LABEL_PENDING_CLEANUP]: stsName },
         },
-        contentType: 'application/merge-patch+json',
       });
     }
     try {
