@@ -10,6 +10,7 @@ import {
   registrationCheckStart,
   removalStep,
   runnerPodFacts,
+  runnerFinished,
   runnerStopped,
 } from './graceful-stop.ts';
 
@@ -77,12 +78,33 @@ function stop(o: PodOpts, runnerId: number | undefined, now = NOW) {
 }
 
 describe('facts', () => {
-  test('stopped: phase Succeeded, or Running with the runner exited 0', () => {
-    assert.equal(runnerStopped(runnerPodFacts(pod({ phase: 'Succeeded' }))), true);
-    assert.equal(runnerStopped(runnerPodFacts(pod({ phase: 'Running', exitCode: 0 }))), true);
-    assert.equal(runnerStopped(runnerPodFacts(pod({ phase: 'Running', exitCode: 1 }))), false);
-    assert.equal(runnerStopped(runnerPodFacts(pod({ phase: 'Failed', exitCode: 0 }))), false);
-    assert.equal(runnerStopped(runnerPodFacts(pod({ phase: 'Running' }))), false);
+  test('stopped as ARC HEAD: Succeeded or Failed, runner terminated with any code, or deleted before any container started', () => {
+    const stopped = (o: PodOpts, deleting = false) => {
+      const p = pod(o);
+      if (deleting) p.metadata.deletionTimestamp = new Date(NOW).toISOString();
+      return runnerStopped(runnerPodFacts(p));
+    };
+    assert.equal(stopped({ phase: 'Succeeded' }), true);
+    assert.equal(stopped({ phase: 'Failed' }), true);
+    assert.equal(stopped({ phase: 'Failed', exitCode: 0 }), true);
+    assert.equal(stopped({ phase: 'Running', exitCode: 0 }), true);
+    assert.equal(stopped({ phase: 'Running', exitCode: 1 }), true, 'a crash is a stop too');
+    assert.equal(stopped({ phase: 'Running', exitCode: 137 }), true);
+    assert.equal(stopped({ phase: 'Running' }), false);
+    assert.equal(stopped({ phase: 'Pending', noRunnerStatus: true }), false);
+    assert.equal(
+      stopped({ phase: 'Pending', noRunnerStatus: true }, true),
+      true,
+      'deleted before it started',
+    );
+    assert.equal(stopped({ phase: 'Running' }, true), false, 'deleted while running: the kubelet stops it');
+  });
+
+  test('finished (the seed’s rule) is only exit code 0 or Succeeded', () => {
+    assert.equal(runnerFinished(runnerPodFacts(pod({ phase: 'Running', exitCode: 0 }))), true);
+    assert.equal(runnerFinished(runnerPodFacts(pod({ phase: 'Succeeded' }))), true);
+    assert.equal(runnerFinished(runnerPodFacts(pod({ phase: 'Running', exitCode: 1 }))), false);
+    assert.equal(runnerFinished(runnerPodFacts(pod({ phase: 'Failed' }))), false);
   });
 
   test('runner ID, ephemeral and container state are read from the pod', () => {
@@ -146,13 +168,25 @@ describe('graceful stop decision table (spec §4.3)', () => {
   test('row 4: no ID and stopped → done', () => {
     assert.equal(stop({ phase: 'Succeeded' }, undefined).row, '4');
     assert.equal(stop({ phase: 'Running', exitCode: 0 }, undefined).row, '4');
+    assert.equal(stop({ phase: 'Running', exitCode: 1 }, undefined).row, '4', 'crashed before registering');
+    assert.equal(stop({ phase: 'Failed' }, undefined).row, '4');
   });
 
-  test('row 6: ID known and stopped → done (an ephemeral runner that exited unregistered itself)', () => {
+  test('row 6: ID known, ephemeral runner exited 0 → done without asking (GitHub removed it with its job)', () => {
     assert.deepEqual(stop({ phase: 'Running', exitCode: 0 }, 7), {
       kind: 'done',
       row: '6',
       reason: 'runner-stopped',
+    });
+  });
+
+  test('row 6/8: ID known and stopped any other way → ask GitHub (a crashed or static runner stays registered)', () => {
+    assert.deepEqual(stop({ phase: 'Running', exitCode: 1 }, 7), { kind: 'remove', row: '6/8', runnerId: 7 });
+    assert.deepEqual(stop({ phase: 'Failed' }, 7), { kind: 'remove', row: '6/8', runnerId: 7 });
+    assert.deepEqual(stop({ phase: 'Running', exitCode: 0, ephemeral: false }, 7), {
+      kind: 'remove',
+      row: '6/8',
+      runnerId: 7,
     });
   });
 
@@ -272,6 +306,16 @@ describe('registration check (seed)', () => {
   test('a finished pod restarts without asking GitHub', () => {
     assert.equal(registrationCheckStart(facts({ phase: 'Succeeded' }), NOW, S).kind, 'restart');
     assert.equal(registrationCheckStart(facts({ exitCode: 0 }), NOW, S).kind, 'restart');
+  });
+
+  test('a crashed runner (any exit code, or phase Failed) is replaced as well', () => {
+    const crashed = registrationCheckStart(facts({ exitCode: 1 }), NOW, S);
+    assert.equal(crashed.kind === 'restart' && crashed.reason, 'crashed');
+    assert.match(crashed.kind === 'restart' ? crashed.message : '', /exited with code 1/);
+    assert.equal(
+      registrationCheckStart(facts({ phase: 'Failed', noRunnerStatus: true }), NOW, S).kind,
+      'restart',
+    );
   });
 
   test('checked at most once per interval: the last check time defers the next', () => {

@@ -18,7 +18,10 @@ import {
 
 interface ContainerStatusLike {
   name: string;
-  state?: { terminated?: { exitCode?: number } | null } | null;
+  state?: {
+    running?: { startedAt?: string | null } | null;
+    terminated?: { exitCode?: number; startedAt?: string | null } | null;
+  } | null;
   lastState?: { terminated?: { exitCode?: number } | null } | null;
 }
 
@@ -51,6 +54,10 @@ export interface RunnerPodFacts {
   ephemeral: boolean;
   /** `state.terminated.exitCode` of the runner container. */
   runnerExitCode: number | undefined;
+  /** The runner container's current state is `terminated` (whatever its exit code). */
+  runnerTerminated: boolean;
+  /** How many container statuses the kubelet reported (0: no container ever started). */
+  containerStatusCount: number;
   /** The runner container has a status at all. */
   runnerHasStatus: boolean;
   /** The runner container terminated before (restarted, e.g. OOM; upstream issue 1369). */
@@ -80,15 +87,28 @@ export function runnerPodFacts(pod: PodLike): RunnerPodFacts {
       idText === undefined || idText === '' ? undefined : /^\d+$/.test(idText) ? Number(idText) : Number.NaN,
     ephemeral: runner?.env?.find((e) => e.name === ENV_EPHEMERAL)?.value === 'true',
     runnerExitCode: status?.state?.terminated?.exitCode ?? undefined,
+    runnerTerminated: Boolean(status?.state?.terminated),
+    containerStatusCount: pod.status?.containerStatuses?.length ?? 0,
     runnerHasStatus: status !== undefined,
     runnerTerminatedBefore: Boolean(status?.lastState?.terminated),
   };
 }
 
-/** Finished: phase Succeeded, or Running with the runner container exited with code 0. */
+/**
+ * The runner will not run (again) in this pod: the pod phase is Succeeded or Failed, or the runner
+ * container terminated (any exit code), or the pod is being deleted before any container started.
+ * ARC HEAD's `runnerPodOrContainerIsStopped`; the seed only knew exit code 0, so a crashed or
+ * never-started pod waited forever.
+ */
 export function runnerStopped(f: RunnerPodFacts): boolean {
-  if (f.phase === 'Succeeded') return true;
-  return f.phase === 'Running' && f.runnerExitCode === 0;
+  if (f.phase === 'Succeeded' || f.phase === 'Failed') return true;
+  if (f.phase === 'Running' && f.runnerTerminated) return true;
+  return f.deletionRequestedAt !== undefined && f.containerStatusCount === 0;
+}
+
+/** Stopped the way a finished ephemeral runner stops: it exited 0 and GitHub already forgot it. */
+export function runnerFinished(f: RunnerPodFacts): boolean {
+  return f.phase === 'Succeeded' || (f.runnerTerminated && f.runnerExitCode === 0);
 }
 
 // ------------------------------------------------------------------------------- graceful stop
@@ -151,7 +171,12 @@ export function gracefulStopDecision(input: StopInput): StopStep {
     if (stopped) return { kind: 'done', row: '4', reason: 'stopped-before-registration' };
     return { kind: 'done', row: '5', reason: 'never-registered' };
   }
-  if (stopped) return { kind: 'done', row: '6', reason: 'runner-stopped' };
+  // An ephemeral runner that exited 0 was removed by GitHub with its job. Any other stopped runner
+  // (crash, OOM, a static runner that exited) may still be registered: ask GitHub (row 8), which
+  // answers 204, 404 or, while it still thinks the runner busy, 422 (then done, see removalStep).
+  if (stopped && f.ephemeral && runnerFinished(f))
+    return { kind: 'done', row: '6', reason: 'runner-stopped' };
+  if (stopped) return { kind: 'remove', row: '6/8', runnerId };
   if (f.annotations[ANNOTATION_COMPLETION_WAIT_START]) {
     if (!f.ephemeral || !f.runnerHasStatus) {
       return { kind: 'wait', row: '7a', reason: 'waiting-for-job', requeueAfterMs: input.retryDelayMs };
@@ -209,12 +234,16 @@ export function removalStep(input: {
         warning: `GitHub refused to remove runner ${f.name} (${a.message}); treating it as unregistered. Remove it in GitHub's settings if it is still listed.`,
       };
     case 'busy': {
-      if (f.runnerExitCode !== undefined) {
+      if (runnerStopped(f)) {
+        const how =
+          f.runnerExitCode !== undefined
+            ? `its container exited with code ${f.runnerExitCode}`
+            : `the pod is ${f.phase}`;
         return {
           kind: 'done',
           row: '8/422-exited',
           reason: 'crashed-while-busy',
-          warning: `Runner ${f.name} is still marked busy on GitHub but its container exited with code ${f.runnerExitCode}; deleting the pod. GitHub may list the runner until it times out.`,
+          warning: `Runner ${f.name} is still marked busy on GitHub but ${how}; deleting the pod. GitHub may list the runner until it times out.`,
         };
       }
       if (f.ephemeral) {
@@ -273,7 +302,7 @@ export type RegistrationLookup = 'online' | 'offline' | 'notFound';
 
 export type RegistrationStep =
   /** Finished or never healthy: gracefully stop and delete the pod so its owner replaces it. */
-  | { kind: 'restart'; reason: 'finished' | 'not-registered' | 'offline'; message: string }
+  | { kind: 'restart'; reason: 'finished' | 'crashed' | 'not-registered' | 'offline'; message: string }
   /** Checked recently: come back when the interval is over. */
   | { kind: 'requeue'; requeueAfterMs: number }
   /** Time to look the runner up in the registry. */
@@ -299,10 +328,21 @@ export function registrationCheckStart(
   s: RegistrationSettings,
 ): RegistrationStep {
   if (runnerStopped(f)) {
+    if (runnerFinished(f)) {
+      return {
+        kind: 'restart',
+        reason: 'finished',
+        message: `Runner pod ${f.name} has finished; replacing it`,
+      };
+    }
+    const how =
+      f.runnerExitCode !== undefined
+        ? `its runner container exited with code ${f.runnerExitCode}`
+        : `the pod is ${f.phase}`;
     return {
       kind: 'restart',
-      reason: 'finished',
-      message: `Runner pod ${f.name} has finished; replacing it`,
+      reason: 'crashed',
+      message: `Runner pod ${f.name} stopped (${how}); replacing it`,
     };
   }
   const last = time(f.annotations[ANNOTATION_LAST_REGISTRATION_CHECK]);

@@ -1,0 +1,19 @@
+/**
+ * Kubernetes object name rules (apimachinery's validation), for names that come from users, e.g. a
+ * Secret named in an annotation, before they become part of a URL path.
+ */
+
+const DNS1123_LABEL = '[a-z0-9]([-a-z0-9]*[a-z0-9])?';
+const DNS1123_SUBDOMAIN = new RegExp(`^${DNS1123_LABEL}(\\.${DNS1123_LABEL})*$`);
+
+/** Secret, ConfigMap, ServiceAccount, … names: lower-case DNS-1123 subdomain, at most 253 characters. */
+export function isDns1123Subdomain(name: string): boolean {
+  return name.length > 0 && name.length <= 253 && DNS1123_SUBDOMAIN.test(name);
+}
+
+/** Why `name` is not a valid object name of `what`, or undefined when it is. */
+export function invalidSubdomainReason(what: string, name: string): string | undefined {
+  if (isDns1123Subdomain(name)) return undefined;
+  const shown = JSON.stringify(name.length > 80 ? `${name.slice(0, 80)}…` : name);
+  return `${what} ${shown} is not a valid name: it must be a lower-case RFC 1123 subdomain (a-z, 0-9, '-' and '.', starting and ending with a letter or digit, at most 253 characters)`;
+}
