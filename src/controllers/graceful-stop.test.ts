@@ -9,8 +9,8 @@ import {
   registrationCheckResult,
   registrationCheckStart,
   removalStep,
-  runnerPodFacts,
   runnerFinished,
+  runnerPodFacts,
   runnerStopped,
 } from './graceful-stop.ts';
 
