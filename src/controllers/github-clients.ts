@@ -9,7 +9,9 @@ import {
 } from '../github/index.ts';
 import type { Clock } from '../runtime/clock.ts';
 import { isNotFound } from '../runtime/errors.ts';
+import { resourcePath } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
+import { SECRETS } from '../runtime/resources.ts';
 import type { GitHubClientSource } from './runner-pod.ts';
 
 /**
@@ -30,10 +32,7 @@ export function podGitHubClients(opts: {
   const pool = new GitHubClientPool({
     readSecret: async (namespace, name) => {
       try {
-        return await opts.http.request<SecretObject>(
-          'GET',
-          `/api/v1/namespaces/${namespace}/secrets/${name}`,
-        );
+        return await opts.http.request<SecretObject>('GET', resourcePath(SECRETS, namespace, name));
       } catch (err) {
         if (isNotFound(err)) return undefined;
         throw err;

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { GitHubDouble } from '../testenv/github-double/index.ts';
 import { GitHubClient } from './client.ts';
@@ -131,6 +132,57 @@ describe('per-resource credentials (githubAPICredentialsFrom)', () => {
       return true;
     });
     assert.ok(reads.includes('team-a/broken'));
+  });
+
+  test('a rotated App private key gets a new client although the App and installation IDs are the same', async () => {
+    const { privateKey: k1 } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const { privateKey: k2 } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const pem = (k: KeyObject) => k.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const app = (key: string) => ({
+      data: {
+        github_app_id: b64('7'),
+        github_app_installation_id: b64('8'),
+        github_app_private_key: b64(key),
+        github_url: b64(double.apiUrl),
+      },
+    });
+    const ref = { kind: 'Pod', namespace: 'team-e', name: 'p' };
+    secrets.set('team-e/app', app(pem(k1)));
+    const first = await pool.clientFor(ref, 'app');
+    secrets.set('team-e/app', app(pem(k2)));
+    const second = await pool.clientFor(ref, 'app');
+    assert.notEqual(second, first, 'the new key is used from the next call on');
+    assert.equal(second.credentialId, first.credentialId, 'same non-secret name in logs and metrics');
+    assert.ok(closed.includes(first.credentialId), 'the client with the old key is closed');
+    pool.release(ref);
+  });
+
+  test('a Secret name that is not a DNS-1123 subdomain is refused before anything is read', async () => {
+    const ref = { kind: 'Pod', namespace: 'team-a', name: 'p' };
+    const before = reads.length;
+    for (const name of ['../../other-namespace/secrets/x', 'a/b', 'Upper', 'a%2Fb']) {
+      await assert.rejects(pool.clientFor(ref, name), (e: unknown) => {
+        assert.ok(e instanceof GitHubConfigError);
+        assert.match(e.message, /is not a valid name/);
+        return true;
+      });
+    }
+    assert.equal(reads.length, before, 'no Secret read for an invalid name');
+  });
+
+  test('lastKnown: a deleted Secret still yields the client built from it, for cleanup only', async () => {
+    const ref = { kind: 'Pod', namespace: 'team-f', name: 'p' };
+    secrets.set('team-f/gone', { data: { github_token: b64(teamToken), github_url: b64(double.apiUrl) } });
+    const client = await pool.clientFor(ref, 'gone');
+    secrets.delete('team-f/gone');
+    await assert.rejects(pool.clientFor(ref, 'gone'), /not found/, 'not for normal use');
+    assert.equal(await pool.clientFor(ref, 'gone', { lastKnown: true }), client);
+    pool.release(ref);
+    await assert.rejects(
+      pool.clientFor(ref, 'gone', { lastKnown: true }),
+      /not found/,
+      'once released, nothing is kept',
+    );
   });
 
   test('a Secret naming a GHES address gets /api/v3 endpoints', async () => {

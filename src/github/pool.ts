@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { invalidSubdomainReason } from '../runtime/names.ts';
 import type { GitHubClient } from './client.ts';
 import {
   credentialId,
@@ -13,6 +15,8 @@ import { type GitHubEndpointOptions, type GitHubEndpoints, resolveEndpoints } fr
  * MultiGitHubClient). A resource naming no Secret uses the controller's default client. Secrets are
  * re-read on each `clientFor` and the client is rebuilt only when their data changes; resources
  * whose Secrets hold the same credentials share one client, hence one budget and one registry.
+ * "The same credentials" means the same secret material: a rotated token or App private key gets
+ * a new client even though the App and installation IDs stay the same.
  */
 
 /** The resource that depends on a client, e.g. `{ kind: 'Runner', namespace, name }`. */
@@ -45,6 +49,21 @@ interface SharedClient {
 
 const refKey = (r: ResourceRef) => `${r.kind}/${r.namespace}/${r.name}`;
 
+/** A non-secret digest of the secret material, so rotating a key or token changes the client. */
+function materialFingerprint(c: GitHubCredentials): string {
+  const material = c.kind === 'token' ? c.token : c.privateKey;
+  return createHash('sha256').update(material).digest('hex').slice(0, 16);
+}
+
+export interface ClientForOptions {
+  /**
+   * When the Secret is gone or no longer holds usable credentials, answer with the client last built
+   * from it (if one is still alive). For cleanup only, e.g. unregistering runners while their
+   * namespace is deleted (which removes the Secret first); never to hand out new registrations.
+   */
+  lastKnown?: boolean;
+}
+
 export class GitHubClientPool {
   private readonly readSecret: SecretReader;
   private readonly defaultClient: GitHubClient | undefined;
@@ -62,7 +81,11 @@ export class GitHubClientPool {
   }
 
   /** The client for a resource; `secretName` empty or undefined means the default client. */
-  async clientFor(ref: ResourceRef, secretName: string | undefined): Promise<GitHubClient> {
+  async clientFor(
+    ref: ResourceRef,
+    secretName: string | undefined,
+    options: ClientForOptions = {},
+  ): Promise<GitHubClient> {
     if (!secretName) {
       if (!this.defaultClient) {
         throw new GitHubConfigError(
@@ -71,12 +94,25 @@ export class GitHubClientPool {
       }
       return this.defaultClient;
     }
+    // Users write the name (annotation or spec); it becomes part of a URL path.
+    const invalid = invalidSubdomainReason('credentials Secret', secretName);
+    if (invalid) throw new GitHubConfigError(`${ref.kind} ${ref.namespace}/${ref.name}: ${invalid}`);
     const secretKey = `${ref.namespace}/${secretName}`;
-    const loaded = await loadCredentialsFromSecret(this.readSecret, ref.namespace, secretName);
     let entry = this.secrets.get(secretKey);
+    let loaded: Awaited<ReturnType<typeof loadCredentialsFromSecret>>;
+    try {
+      loaded = await loadCredentialsFromSecret(this.readSecret, ref.namespace, secretName);
+    } catch (err) {
+      const known = entry && this.clients.get(entry.clientKey);
+      if (options.lastKnown && known && err instanceof GitHubConfigError) {
+        entry!.refs.add(refKey(ref));
+        return known.client;
+      }
+      throw err;
+    }
     if (!entry || entry.hash !== loaded.hash) {
       const endpoints = this.endpointsFor(loaded.endpoints);
-      const clientKey = `${credentialId(loaded.credentials)} ${endpoints.apiBaseUrl}`;
+      const clientKey = `${credentialId(loaded.credentials)} ${materialFingerprint(loaded.credentials)} ${endpoints.apiBaseUrl}`;
       let shared = this.clients.get(clientKey);
       if (!shared) {
         shared = { client: this.createClient(loaded.credentials, endpoints), secrets: 0 };
@@ -105,6 +141,13 @@ export class GitHubClientPool {
   /** How many distinct Secret-based clients are alive (tests, metrics). */
   get clientCount(): number {
     return this.clients.size;
+  }
+
+  /** What the pool holds on to (leak checks): clients, Secrets and resources using them. */
+  get usage(): { clients: number; secrets: number; resources: number } {
+    let resources = 0;
+    for (const e of this.secrets.values()) resources += e.refs.size;
+    return { clients: this.clients.size, secrets: this.secrets.size, resources };
   }
 
   close(): void {

@@ -317,6 +317,57 @@ describe('RunnerRegistry logic', () => {
       snap.runners.map((r) => r.id),
       [1, 2, 3, 4],
     );
+    assert.equal(snap.complete, true, 'the second pass agreed');
+  });
+
+  test('a listing whose pages keep disagreeing proves no absence and reports no vanished runner', async () => {
+    let firstPass = true;
+    const lister = new ScriptedLister((_call, page) => {
+      if (firstPass) {
+        return {
+          runners: [runner(1), runner(2)],
+          totalCount: 2,
+          hasNext: false,
+          maxAgeMs: 60_000,
+          notModified: false,
+        };
+      }
+      // From now on every pass skips runner 2 (it shifted between pages) and counts differently.
+      if (page === 1) {
+        return { runners: [runner(1)], totalCount: 3, hasNext: true, maxAgeMs: 60_000, notModified: false };
+      }
+      return { runners: [runner(3)], totalCount: 2, hasNext: false, maxAgeMs: 60_000, notModified: false };
+    });
+    const clock = new SteppingClock();
+    const registry = new RunnerRegistry({ lister, clock, logger: silentLogger() });
+    assert.equal((await registry.refreshNow(org)).complete, true);
+    firstPass = false;
+    const events: RunnerChange[] = [];
+    registry.subscribe((c) => events.push(c));
+    const snap = await registry.refreshNow(org);
+    assert.equal(snap.complete, false);
+    assert.equal(snap.byName('r-2'), undefined, 'missing from the listing…');
+    assert.deepEqual(summary(events), ['appeared:r-3'], '…but not reported as vanished');
+    assert.equal(snap.isFresh(clock.now()), false, 'not cached: the next lookup lists again');
+  });
+
+  test('fresherThan: the cached snapshot when recent enough, else a listing that started late enough', async () => {
+    const lister = new ScriptedLister(() => ({
+      runners: [runner(1)],
+      totalCount: 1,
+      hasNext: false,
+      maxAgeMs: 60_000,
+      notModified: false,
+    }));
+    const clock = new SteppingClock();
+    const registry = new RunnerRegistry({ lister, clock, logger: silentLogger() });
+    const first = await registry.refreshNow(org);
+    assert.equal(lister.calls, 1);
+    assert.equal(await registry.fresherThan(org, first.fetchedAt), first, 'recent enough: no call');
+    await clock.advance(5000);
+    const second = await registry.fresherThan(org, clock.now() - 1000);
+    assert.equal(lister.calls, 2, 'older than asked: listed again');
+    assert.ok(second.fetchedAt >= clock.now() - 1000);
   });
 
   test('our removal during an in-flight listing is not undone by that listing', async () => {

@@ -57,15 +57,28 @@ export class RunnerSnapshot {
   /** Epoch ms at which the listing that produced this snapshot started. */
   readonly fetchedAt: number;
   readonly maxAgeMs: number;
+  /**
+   * The pages agreed with each other (same total, no runner twice). When runners changed while the
+   * pages were listed and re-listing did not help, a runner may be missing although registered:
+   * such a snapshot still answers "found", but its "not found" proves nothing.
+   */
+  readonly complete: boolean;
   private readonly names: Map<string, GitHubRunner>;
   private readonly ids: Map<number, GitHubRunner>;
 
-  constructor(scope: GitHubScope, runners: readonly GitHubRunner[], fetchedAt: number, maxAgeMs: number) {
+  constructor(
+    scope: GitHubScope,
+    runners: readonly GitHubRunner[],
+    fetchedAt: number,
+    maxAgeMs: number,
+    complete = true,
+  ) {
     this.scope = scope;
     this.scopeKey = scopeKey(scope);
     this.runners = runners;
     this.fetchedAt = fetchedAt;
     this.maxAgeMs = maxAgeMs;
+    this.complete = complete;
     this.names = new Map(runners.map((r) => [r.name, r]));
     this.ids = new Map(runners.map((r) => [r.id, r]));
   }
@@ -142,7 +155,7 @@ interface ScopeState {
   scope: GitHubScope;
   key: string;
   snapshot: RunnerSnapshot | undefined;
-  inflight: { promise: Promise<RunnerSnapshot>; startSeq: number } | undefined;
+  inflight: { promise: Promise<RunnerSnapshot>; startSeq: number; startedAt: number } | undefined;
   followUp: Promise<RunnerSnapshot> | undefined;
   failure: { error: unknown; retryAt: number } | undefined;
   /** Our own writes (removal, JIT creation) made while a listing was in flight. */
@@ -249,6 +262,23 @@ export class RunnerRegistry {
     return s.followUp;
   }
 
+  /**
+   * A snapshot whose listing started at or after `notBefore` (epoch ms): the cached one when it is
+   * that recent, else a listing in flight that started late enough, else a new one (conditional, so
+   * unchanged pages cost nothing). For decisions that must not rest on a list older than a known
+   * event (a runner container's stop, a registration deadline).
+   */
+  async fresherThan(
+    scope: GitHubScope,
+    notBefore: number,
+    options: ListOptions = {},
+  ): Promise<RunnerSnapshot> {
+    const s = this.state(scope);
+    if (s.snapshot && s.snapshot.fetchedAt >= notBefore) return s.snapshot;
+    if (s.inflight && s.inflight.startedAt >= notBefore) return s.inflight.promise;
+    return this.refreshNow(scope, options);
+  }
+
   /** The last snapshot, however old; never calls GitHub. */
   peek(scope: GitHubScope): RunnerSnapshot | undefined {
     return this.states.get(scopeKey(scope))?.snapshot;
@@ -324,6 +354,7 @@ export class RunnerRegistry {
       snap.runners.filter((r) => r.id !== runnerId),
       snap.fetchedAt,
       snap.maxAgeMs,
+      snap.complete,
     );
     this.emit([{ type: 'vanished', scope: s.key, runner }]);
   }
@@ -334,7 +365,13 @@ export class RunnerRegistry {
     if (s.inflight) s.edits.push({ seq: ++this.seq, kind: 'added', runner, id: runner.id });
     const snap = s.snapshot;
     if (!snap || snap.byId(runner.id)) return;
-    s.snapshot = new RunnerSnapshot(snap.scope, [...snap.runners, runner], snap.fetchedAt, snap.maxAgeMs);
+    s.snapshot = new RunnerSnapshot(
+      snap.scope,
+      [...snap.runners, runner],
+      snap.fetchedAt,
+      snap.maxAgeMs,
+      snap.complete,
+    );
     this.emit([{ type: 'appeared', scope: s.key, runner, initialLoad: false }]);
   }
 
@@ -391,7 +428,7 @@ export class RunnerRegistry {
         throw err;
       },
     );
-    s.inflight = { promise, startSeq };
+    s.inflight = { promise, startSeq, startedAt: this.clock.now() };
     return promise;
   }
 
@@ -404,7 +441,7 @@ export class RunnerRegistry {
     if (!listing.consistent) {
       this.log.warn(
         { scope: s.key },
-        'runner registry: pages disagreed while runners changed; using the last listing',
+        'runner registry: pages disagreed while runners changed; the listing is kept but proves no absence',
       );
     }
     let runners = listing.runners;
@@ -419,7 +456,9 @@ export class RunnerRegistry {
       s.scope,
       runners,
       startedAt,
-      listing.maxAgeMs ?? this.defaultMaxAgeMs,
+      // An incomplete listing is not cached for long: the next caller lists again.
+      listing.consistent ? (listing.maxAgeMs ?? this.defaultMaxAgeMs) : 0,
+      listing.consistent,
     );
     const previous = s.snapshot;
     s.snapshot = snapshot;
@@ -428,7 +467,11 @@ export class RunnerRegistry {
       { scope: s.key, runners: runners.length, pages: listing.pages, notModified: listing.notModifiedPages },
       'runner registry: refreshed',
     );
-    this.emit(diffRunners(previous?.runners, runners, s.key));
+    // A runner missing from an incomplete listing has not vanished.
+    const base = previous?.runners;
+    const seen =
+      listing.consistent || !base ? runners : [...runners, ...base.filter((r) => !snapshot.byId(r.id))];
+    this.emit(diffRunners(base, seen, s.key));
     return snapshot;
   }
 

@@ -1,0 +1,40 @@
+import type { ResourceRef } from './informer.ts';
+
+/** The built-in Kubernetes resources paddock reads and writes: one home for each reference. */
+
+export const PODS: ResourceRef = { group: '', version: 'v1', plural: 'pods', namespaced: true, kind: 'Pod' };
+export const SECRETS: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'secrets',
+  namespaced: true,
+  kind: 'Secret',
+};
+export const NODES: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'nodes',
+  namespaced: false,
+  kind: 'Node',
+};
+export const PERSISTENT_VOLUME_CLAIMS: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'persistentvolumeclaims',
+  namespaced: true,
+  kind: 'PersistentVolumeClaim',
+};
+export const PERSISTENT_VOLUMES: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'persistentvolumes',
+  namespaced: false,
+  kind: 'PersistentVolume',
+};
+export const STATEFUL_SETS: ResourceRef = {
+  group: 'apps',
+  version: 'v1',
+  plural: 'statefulsets',
+  namespaced: true,
+  kind: 'StatefulSet',
+};
