@@ -21,6 +21,7 @@ const SETTINGS: RunnerPodSettings = {
   registrationTimeoutMs: 8000,
   unregistrationRetryDelayMs: 1000,
   forceDeleteTimeoutMs: 2000,
+  githubUnavailableTimeoutMs: 4000,
 };
 
 interface RunnerPodOpts {

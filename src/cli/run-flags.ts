@@ -214,7 +214,7 @@ export const RUN_FLAGS: FlagSpec[] = [
     type: 'duration',
     env: 'REGISTRATION_TIMEOUT',
     default: '10m',
-    help: 'replace a pod whose runner has not registered (or stays offline) this long after creation',
+    help: 'replace a pod whose runner has not registered (or stays offline) this long after its runner container started',
   },
   {
     group: 'Runner pods',
@@ -231,6 +231,14 @@ export const RUN_FLAGS: FlagSpec[] = [
     env: 'FORCE_DELETE_TIMEOUT',
     default: '1m',
     help: 'force-delete (grace period 0) a pod still present this long after its deletion time',
+  },
+  {
+    group: 'Runner pods',
+    name: 'github-unavailable-timeout',
+    type: 'duration',
+    env: 'GITHUB_UNAVAILABLE_TIMEOUT',
+    default: '5m',
+    help: 'release a deleted runner pod whose runner cannot be unregistered for lack of usable GitHub credentials (e.g. its Secret was deleted with its namespace) this long after its deletion, with a Warning naming the runner',
   },
   // Webhook
   {

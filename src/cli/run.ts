@@ -50,6 +50,7 @@ export interface RunConfig {
     registrationTimeoutMs: number;
     unregistrationRetryDelayMs: number;
     forceDeleteTimeoutMs: number;
+    githubUnavailableTimeoutMs: number;
   };
   podDefaults: {
     runnerImage: string;
@@ -144,6 +145,7 @@ export function runConfig(v: FlagValues): RunConfig {
       registrationTimeoutMs: v['registration-timeout'] as number,
       unregistrationRetryDelayMs: v['unregistration-retry-delay'] as number,
       forceDeleteTimeoutMs: v['force-delete-timeout'] as number,
+      githubUnavailableTimeoutMs: v['github-unavailable-timeout'] as number,
     },
     podDefaults: {
       runnerImage: v['runner-image'] as string,

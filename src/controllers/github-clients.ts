@@ -53,8 +53,8 @@ export function podGitHubClients(opts: {
   });
   return {
     pool,
-    clientFor: ({ namespace, name, credentialsSecret }) =>
-      pool.clientFor({ kind: 'Pod', namespace, name }, credentialsSecret),
+    clientFor: ({ namespace, name, credentialsSecret, lastKnown }) =>
+      pool.clientFor({ kind: 'Pod', namespace, name }, credentialsSecret, { lastKnown: lastKnown === true }),
     release: ({ namespace, name }) => pool.release({ kind: 'Pod', namespace, name }),
   };
 }

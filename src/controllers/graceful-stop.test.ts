@@ -28,6 +28,10 @@ interface PodOpts {
   exitCode?: number;
   lastTerminated?: boolean;
   noRunnerStatus?: boolean;
+  /** The runner container's `state.running.startedAt`. */
+  startedAt?: number;
+  /** The runner container is still being created (`state.waiting`). */
+  waiting?: boolean;
 }
 
 function pod(o: PodOpts = {}): PodLike {
@@ -37,7 +41,14 @@ function pod(o: PodOpts = {}): PodLike {
       : [
           {
             name: 'runner',
-            state: o.exitCode === undefined ? { running: {} } : { terminated: { exitCode: o.exitCode } },
+            state: o.waiting
+              ? { waiting: { reason: 'ContainerCreating' } }
+              : o.exitCode === undefined
+                ? {
+                    running:
+                      o.startedAt === undefined ? {} : { startedAt: new Date(o.startedAt).toISOString() },
+                  }
+                : { terminated: { exitCode: o.exitCode } },
             lastState: o.lastTerminated ? { terminated: { exitCode: 137 } } : {},
           },
         ];
@@ -351,21 +362,32 @@ describe('registration check (seed)', () => {
     assert.equal(r.kind === 'recheck' && Math.round(r.requeueAfterMs), 70_999);
   });
 
-  test('timeout boundary from pod creation: at the timeout still rechecks; one second later restarts', () => {
+  test('timeout boundary from the runner container’s start: at the timeout still rechecks; one second later restarts', () => {
+    const started = (at: number) => facts({ createdAt: NOW - 2 * TIMEOUT, startedAt: at });
     assert.equal(
-      registrationCheckResult(facts({ createdAt: NOW - TIMEOUT + 1000 }), 'notFound', NOW, S, 0).kind,
+      registrationCheckResult(started(NOW - TIMEOUT + 1000), 'notFound', NOW, S, 0).kind,
       'recheck',
     );
-    assert.equal(
-      registrationCheckResult(facts({ createdAt: NOW - TIMEOUT }), 'notFound', NOW, S, 0).kind,
-      'recheck',
-    );
-    const late = registrationCheckResult(facts({ createdAt: NOW - TIMEOUT - 1000 }), 'notFound', NOW, S, 0);
+    assert.equal(registrationCheckResult(started(NOW - TIMEOUT), 'notFound', NOW, S, 0).kind, 'recheck');
+    const late = registrationCheckResult(started(NOW - TIMEOUT - 1000), 'notFound', NOW, S, 0);
     assert.equal(late.kind, 'restart');
     assert.equal(late.kind === 'restart' && late.reason, 'not-registered');
-    assert.match(late.kind === 'restart' ? late.message : '', /did not register with GitHub within 10m/);
-    const offline = registrationCheckResult(facts({ createdAt: NOW - TIMEOUT - 1000 }), 'offline', NOW, S, 0);
+    assert.match(late.kind === 'restart' ? late.message : '', /did not register with GitHub within 10m of/);
+    const offline = registrationCheckResult(started(NOW - TIMEOUT - 1000), 'offline', NOW, S, 0);
     assert.equal(offline.kind === 'restart' && offline.reason, 'offline');
+  });
+
+  test('a pod whose runner container has not started (waiting for a node, a volume, an image) never times out', () => {
+    const waiting = facts({ phase: 'Pending', noRunnerStatus: true, createdAt: NOW - 10 * TIMEOUT });
+    assert.equal(registrationCheckResult(waiting, 'notFound', NOW, S, 0).kind, 'recheck');
+    const creating = facts({ phase: 'Pending', waiting: true, createdAt: NOW - 10 * TIMEOUT });
+    assert.equal(registrationCheckResult(creating, 'notFound', NOW, S, 0).kind, 'recheck');
+  });
+
+  test('messages state the configured timeout exactly (40 s is not "1m")', () => {
+    const s40 = { ...S, timeoutMs: 40_000 };
+    const r = registrationCheckResult(facts({ startedAt: NOW - 41_000 }), 'notFound', NOW, s40, 0);
+    assert.match(r.kind === 'restart' ? r.message : '', /within 40s of its runner container starting/);
   });
 });
 

@@ -1,3 +1,4 @@
+import { formatDuration } from '../runtime/duration.ts';
 import {
   ANNOTATION_COMPLETION_WAIT_START,
   ANNOTATION_LAST_REGISTRATION_CHECK,
@@ -49,6 +50,8 @@ export interface RunnerPodFacts {
   deletionRequestedAt: number | undefined;
   /** When the pod's Ready condition last became True. */
   readySince: number | undefined;
+  /** When the runner container's current run started (undefined while it waits for a node, a volume, an image). */
+  runnerStartedAt: number | undefined;
   /** Runner ID recorded on the pod. NaN when the annotation is not a number. */
   recordedRunnerId: number | undefined;
   ephemeral: boolean;
@@ -83,6 +86,9 @@ export function runnerPodFacts(pod: PodLike): RunnerPodFacts {
     createdAt: time(pod.metadata.creationTimestamp) ?? 0,
     deletionRequestedAt: time(pod.metadata.deletionTimestamp),
     readySince: time(ready?.lastTransitionTime),
+    runnerStartedAt: time(
+      status?.state?.running?.startedAt ?? status?.state?.terminated?.startedAt ?? undefined,
+    ),
     recordedRunnerId:
       idText === undefined || idText === '' ? undefined : /^\d+$/.test(idText) ? Number(idText) : Number.NaN,
     ephemeral: runner?.env?.find((e) => e.name === ENV_EPHEMERAL)?.value === 'true',
@@ -109,6 +115,16 @@ export function runnerStopped(f: RunnerPodFacts): boolean {
 /** Stopped the way a finished ephemeral runner stops: it exited 0 and GitHub already forgot it. */
 export function runnerFinished(f: RunnerPodFacts): boolean {
   return f.phase === 'Succeeded' || (f.runnerTerminated && f.runnerExitCode === 0);
+}
+
+/**
+ * When a runner that has not registered is given up: the registration timeout counted from the start
+ * of its runner container (the seed counted from pod creation, which recycled pods still waiting for
+ * a node, a volume or an image), or from Ready when the kubelet reported no start time.
+ */
+export function registrationDeadline(f: RunnerPodFacts, timeoutMs: number): number | undefined {
+  const since = f.runnerStartedAt ?? f.readySince;
+  return since === undefined ? undefined : since + timeoutMs;
 }
 
 // ------------------------------------------------------------------------------- graceful stop
@@ -145,7 +161,7 @@ export interface StopInput {
   now: number;
   /** `--unregistration-retry-delay` (1 min). */
   retryDelayMs: number;
-  /** `--registration-timeout` (10 min), counted from Ready here. */
+  /** `--registration-timeout` (10 min), counted from the runner container's start (else Ready). */
   registrationTimeoutMs: number;
 }
 
@@ -157,7 +173,8 @@ export function gracefulStopDecision(input: StopInput): StopStep {
   }
   const stopped = runnerStopped(f);
   const pending = f.phase === 'Pending';
-  const readyTimedOut = f.readySince !== undefined && f.readySince + input.registrationTimeoutMs < now;
+  const deadline = registrationDeadline(f, input.registrationTimeoutMs);
+  const readyTimedOut = deadline !== undefined && deadline < now;
   if (runnerId === undefined) {
     if (!stopped && !readyTimedOut && !pending) {
       return {
@@ -266,7 +283,7 @@ export function removalStep(input: {
         reason: 'runner-busy',
         requeueAfterMs: input.retryDelayMs,
         annotateOnce: { [ANNOTATION_UNREGISTRATION_FAILURE]: a.message },
-        note: `Runner ${f.name} is running a job; retrying unregistration every ${Math.round(input.retryDelayMs / 1000)}s`,
+        note: `Runner ${f.name} is running a job; retrying unregistration every ${formatDuration(input.retryDelayMs)}`,
       };
     }
     case 'rateLimited':
@@ -317,7 +334,7 @@ export interface RegistrationSettings {
   intervalMs: number;
   /** `--registration-recheck-jitter` (10 s). */
   jitterMs: number;
-  /** `--registration-timeout` (10 min), from pod creation as in the seed. */
+  /** `--registration-timeout` (10 min), from the runner container's start (the seed: pod creation). */
   timeoutMs: number;
 }
 
@@ -362,19 +379,20 @@ export function registrationCheckResult(
   random: number,
 ): RegistrationStep {
   if (lookup === 'online') return { kind: 'registered' };
-  const timedOut = now - (f.createdAt + s.timeoutMs) > 0;
-  const minutes = Math.round(s.timeoutMs / 60_000);
+  const deadline = registrationDeadline(f, s.timeoutMs);
+  const timedOut = deadline !== undefined && now - deadline > 0;
+  const within = `within ${formatDuration(s.timeoutMs)} of its runner container starting`;
   if (timedOut) {
     return lookup === 'notFound'
       ? {
           kind: 'restart',
           reason: 'not-registered',
-          message: `Runner ${f.name} did not register with GitHub within ${minutes}m of pod creation; replacing the pod`,
+          message: `Runner ${f.name} did not register with GitHub ${within}; replacing the pod`,
         }
       : {
           kind: 'restart',
           reason: 'offline',
-          message: `Runner ${f.name} is still offline on GitHub ${minutes}m after pod creation; replacing the pod`,
+          message: `Runner ${f.name} is still offline on GitHub, not online ${within}; replacing the pod`,
         };
   }
   return { kind: 'recheck', lookup, requeueAfterMs: s.intervalMs + s.jitterMs + random * 0.1 * s.jitterMs };
