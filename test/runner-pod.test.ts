@@ -127,14 +127,19 @@ describe('runner pod controller', { concurrency: true }, () => {
     return pod;
   }
 
-  async function setStatus(name: string, status: 'running' | 'exited0' | 'crashed', restarted = false) {
+  async function setStatus(
+    name: string,
+    status: 'running' | 'exited0' | 'crashed',
+    restarted = false,
+    exitCode = 137,
+  ) {
     const now = new Date().toISOString();
     const runnerState =
       status === 'running'
         ? { running: { startedAt: now } }
         : {
             terminated: {
-              exitCode: status === 'exited0' ? 0 : 137,
+              exitCode: status === 'exited0' ? 0 : exitCode,
               reason: 'Completed',
               startedAt: now,
               finishedAt: now,
@@ -524,6 +529,89 @@ describe('runner pod controller', { concurrency: true }, () => {
     );
   });
 
+  test('a runner that crashes with exit 1 before registering is replaced, with a Warning and no GitHub call', async () => {
+    await createPod('crash-early');
+    await setStatus('crash-early', 'running');
+    await setStatus('crash-early', 'crashed', false, 1);
+    await eventually('pod deleted', async () => (await getPod('crash-early')) === undefined, 20_000);
+    const ev = await eventually('events', async () => {
+      const list = await events('crash-early');
+      return list.some((e) => e.reason === 'PodDeleted') ? list : undefined;
+    });
+    const crashed = ev.find((e) => e.reason === 'RunnerCrashed');
+    assert.equal(crashed?.type, 'Warning');
+    assert.match(crashed?.note ?? '', /exited with code 1/);
+  });
+
+  test('a pod deleted before its runner registers finishes deleting: never started, or stopped by the kubelet', async () => {
+    // Scale-up followed by scale-down: the pod never got a node.
+    await createPod('deleted-pending');
+    await core.deleteNamespacedPod({ name: 'deleted-pending', namespace: ns.name });
+    await eventually('pending pod gone', async () => (await getPod('deleted-pending')) === undefined);
+    // kubectl delete / a drain of a running pod whose runner had not registered yet: the kubelet
+    // stops the runner (SIGTERM, exit 143) and reports it not ready.
+    await createPod('deleted-running');
+    await setStatus('deleted-running', 'running');
+    await core.deleteNamespacedPod({ name: 'deleted-running', namespace: ns.name });
+    await eventually('waiting while the runner may still register', async () =>
+      Boolean(
+        (await getPod('deleted-running'))?.metadata?.annotations?.[
+          'actions-runner/unregistration-start-timestamp'
+        ],
+      ),
+    );
+    await setStatus('deleted-running', 'crashed', false, 143);
+    await eventually(
+      'running pod gone once stopped',
+      async () => (await getPod('deleted-running')) === undefined,
+      20_000,
+    );
+  });
+
+  test('a user-set runner ID that names another runner never removes that runner', async () => {
+    const other = register(double, 'someone-elses-runner', false);
+    await core.createNamespacedPod({
+      namespace: ns.name,
+      body: {
+        ...runnerPodBody('wrong-id'),
+        metadata: {
+          name: 'wrong-id',
+          labels: { 'actions-runner': '' },
+          annotations: { 'actions-runner/id': String(other.id) },
+        },
+      },
+    });
+    await eventually('finalizer', async () => (await getPod('wrong-id'))?.metadata?.finalizers?.length === 1);
+    await setStatus('wrong-id', 'running');
+    const own = register(double, 'wrong-id');
+    await eventually(
+      'ID corrected to the pod’s own runner',
+      async () => (await getPod('wrong-id'))?.metadata?.annotations?.['actions-runner/id'] === String(own.id),
+    );
+    await core.deleteNamespacedPod({ name: 'wrong-id', namespace: ns.name });
+    await eventually('pod gone', async () => (await getPod('wrong-id')) === undefined);
+    assert.equal(deleteCallsFor(double, other.id), 0, 'the other runner was never asked to leave');
+    assert.ok(
+      double.runners().some((r) => r.id === other.id),
+      'and is still registered',
+    );
+    assert.equal(deleteCallsFor(double, own.id), 1);
+    assert.ok(
+      (await events('wrong-id')).some((e) => e.reason === 'RunnerIdCorrected' && e.type === 'Warning'),
+    );
+    double.vanishRunner(other.id);
+  });
+
+  test('a Pending pod waiting for a node is not recycled by the registration timeout', async () => {
+    await createPod('waits-for-node');
+    // No kubelet ever starts it: the timeout counts from the runner container's start, so it never runs.
+    await new Promise((r) => setTimeout(r, SETTINGS.registrationTimeoutMs + 3000));
+    const pod = await getPod('waits-for-node');
+    assert.ok(pod && !pod.metadata?.deletionTimestamp, 'still there');
+    assert.ok(!(await events('waits-for-node')).some((e) => e.reason === 'RegistrationTimeout'));
+    await core.deleteNamespacedPod({ name: 'waits-for-node', namespace: ns.name });
+  });
+
   test('a pod without a runner container or without a scope gets a Warning Event and no finalizer', async () => {
     await createPod('no-runner', { noRunnerContainer: true });
     await createPod('no-scope', { noScope: true });
@@ -637,5 +725,88 @@ describe('runner pod controller restarted mid-unregistration', () => {
     } finally {
       await ctl.stop();
     }
+  });
+});
+
+describe('runner pod controller with a runner list cached longer than the registration timeout', () => {
+  const ns = namespaceFixture('t-runnerpod-stale');
+  // GitHub's own max-age: a cached list may be up to a minute old.
+  const double = new GitHubDouble();
+  const settings: RunnerPodSettings = {
+    ...SETTINGS,
+    registrationRecheckIntervalMs: 1000,
+    registrationRecheckJitterMs: 100,
+    registrationTimeoutMs: 3000,
+  };
+  let manager: Manager;
+  let reconciler: RunnerPodReconciler;
+  let client: GitHubClient;
+
+  before(async () => {
+    double.cacheMaxAgeSeconds = 60;
+    await double.start();
+    double.addOrg('acme');
+    const { token } = double.addToken();
+    const log = silentLogger();
+    client = new GitHubClient({
+      credentials: { kind: 'token', token },
+      endpoints: { apiUrl: double.apiUrl },
+      clock: realClock,
+      logger: log,
+    });
+    manager = new Manager({ kubeConfig: ns.cluster.kubeConfig, log });
+    reconciler = new RunnerPodReconciler({
+      manager,
+      namespace: ns.name,
+      settings,
+      github: { clientFor: async () => client, release: () => undefined },
+    });
+    await manager.start();
+  });
+  after(async () => {
+    reconciler?.stop();
+    await manager?.stop();
+    client?.close();
+    await double.stop();
+  });
+
+  test('a runner that registered a second after its pod started is not judged "never registered"', async () => {
+    const core = ns.cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const get = () => core.readNamespacedPod({ name: 'late-registrant', namespace: ns.name });
+    await core.createNamespacedPod({ namespace: ns.name, body: runnerPodBody('late-registrant') });
+    await eventually('finalizer', async () => (await get()).metadata?.finalizers?.length === 1);
+    await markRunnerPodRunning(core, ns.name, 'late-registrant');
+    // The first check lists the runners (none yet) and caches that answer for a minute.
+    await eventually('first registration check', async () =>
+      Boolean(
+        (await get()).metadata?.annotations?.['actions-runner-controller/last-registration-check-time'],
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 1000));
+    const t = double.model.issueToken('orgs/acme', 'registration');
+    const runner = double.registerRunner({
+      registrationToken: t.token,
+      name: 'late-registrant',
+      ephemeral: true,
+    });
+    // Past the deadline and the checks after it.
+    await new Promise((r) => setTimeout(r, settings.registrationTimeoutMs + 3000));
+    const pod = await get();
+    assert.equal(pod.metadata?.deletionTimestamp, undefined, 'not replaced');
+    assert.equal(pod.metadata?.annotations?.['actions-runner/id'], String(runner.id), 'seen on a fresh list');
+    assert.ok(
+      double.runners().some((r) => r.id === runner.id),
+      'and not leaked by a replacement',
+    );
+    await core.deleteNamespacedPod({ name: 'late-registrant', namespace: ns.name });
+    await eventually('pod gone', async () => {
+      try {
+        await get();
+        return false;
+      } catch (e) {
+        return (e as { code?: number }).code === 404;
+      }
+    });
+    assert.ok(!double.runners().some((r) => r.id === runner.id), 'unregistered on deletion');
   });
 });

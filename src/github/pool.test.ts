@@ -185,6 +185,15 @@ describe('per-resource credentials (githubAPICredentialsFrom)', () => {
     );
   });
 
+  test('concurrent lookups of one Secret share one entry: releasing every resource closes the client', async () => {
+    secrets.set('team-g/shared', { data: { github_token: b64(teamToken), github_url: b64(double.apiUrl) } });
+    const refs = Array.from({ length: 16 }, (_, i) => ({ kind: 'Pod', namespace: 'team-g', name: `p${i}` }));
+    const got = await Promise.all(refs.map((r) => pool.clientFor(r, 'shared')));
+    assert.equal(new Set(got).size, 1);
+    for (const r of refs) pool.release(r);
+    assert.deepEqual(pool.usage, { clients: 0, secrets: 0, resources: 0 });
+  });
+
   test('a Secret naming a GHES address gets /api/v3 endpoints', async () => {
     secrets.set('team-d/ghes', {
       data: { github_token: b64('ghp_x'), github_enterprise_url: b64('https://ghes.example.com') },

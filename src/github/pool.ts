@@ -98,18 +98,20 @@ export class GitHubClientPool {
     const invalid = invalidSubdomainReason('credentials Secret', secretName);
     if (invalid) throw new GitHubConfigError(`${ref.kind} ${ref.namespace}/${ref.name}: ${invalid}`);
     const secretKey = `${ref.namespace}/${secretName}`;
-    let entry = this.secrets.get(secretKey);
     let loaded: Awaited<ReturnType<typeof loadCredentialsFromSecret>>;
     try {
       loaded = await loadCredentialsFromSecret(this.readSecret, ref.namespace, secretName);
     } catch (err) {
-      const known = entry && this.clients.get(entry.clientKey);
-      if (options.lastKnown && known && err instanceof GitHubConfigError) {
-        entry!.refs.add(refKey(ref));
-        return known.client;
+      const known = this.secrets.get(secretKey);
+      const shared = known && this.clients.get(known.clientKey);
+      if (options.lastKnown && known && shared && err instanceof GitHubConfigError) {
+        known.refs.add(refKey(ref));
+        return shared.client;
       }
       throw err;
     }
+    // Read after the await: concurrent callers for the same Secret must see each other's entry.
+    let entry = this.secrets.get(secretKey);
     if (!entry || entry.hash !== loaded.hash) {
       const endpoints = this.endpointsFor(loaded.endpoints);
       const clientKey = `${credentialId(loaded.credentials)} ${materialFingerprint(loaded.credentials)} ${endpoints.apiBaseUrl}`;
