@@ -149,6 +149,31 @@ describe('runner pods with credentials Secrets', { concurrency: false }, () => {
     assert.ok(!double.runners().some((r) => r.id === runner.id), 'the runner was unregistered');
   });
 
+  test('a credentials Secret name that is a path is refused with a Warning Event, and nothing else is read', async () => {
+    const name = 'path-trick';
+    await core.createNamespacedPod({
+      namespace: ns.name,
+      body: runnerPod(name, '../../kube-system/secrets/paddock-webhook-tls'),
+    });
+    await eventually('finalizer', async () => (await getPod(name))?.metadata?.finalizers?.length === 1);
+    await markRunnerPodRunning(core, ns.name, name);
+    const warning = await eventually('Warning Event', async () => {
+      const list = await manager.http.request<{
+        items: { reason: string; note: string; type: string; regarding: { name: string } }[];
+      }>('GET', `/apis/events.k8s.io/v1/namespaces/${ns.name}/events`);
+      return list.items.find((e) => e.regarding.name === name && e.reason === 'GitHubCredentialsError');
+    });
+    assert.equal(warning.type, 'Warning');
+    assert.match(
+      warning.note,
+      /credentials Secret "\.\.\/\.\.\/kube-system\/secrets\/paddock-webhook-tls" is not a valid name/,
+    );
+    assert.deepEqual(clients.pool.usage.secrets, 0, 'no Secret was loaded');
+    // Deleting it must not hang on the unusable credentials (nothing registered: released at once).
+    await core.deleteNamespacedPod({ name, namespace: ns.name });
+    await eventually('pod gone', async () => (await getPod(name)) === undefined, 20_000);
+  });
+
   test('churning 200 pods across Secrets, scopes and rotations leaves no client, Secret or registry held', async () => {
     const before = { pool: clients.pool.usage, reconciler: reconciler.usage };
     const tokens = Array.from({ length: 10 }, (_, i) => double.addToken({ login: `churn-${i}` }).token);
