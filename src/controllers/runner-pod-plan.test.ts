@@ -289,6 +289,11 @@ describe('registration check', () => {
     assert.deepEqual(r.events, ['Warning:RunnerCrashed', 'Normal:PodDeleted']);
   });
 
+  test('a finished ephemeral runner whose ID was never seen is replaced without any GitHub call either', () => {
+    const r = drive(pod({ exitCode: 0 }));
+    assert.deepEqual(kinds(r), ['annotate', 'annotate', 'delete-pod']);
+  });
+
   test('a finished ephemeral runner (exit 0, ID known) is replaced without any GitHub call', () => {
     const r = drive(pod({ exitCode: 0, annotations: { 'actions-runner/id': '7' } }));
     assert.deepEqual(kinds(r), ['annotate', 'annotate', 'delete-pod']);

@@ -29,6 +29,7 @@ import {
   registrationCheckStart,
   registrationDeadline,
   removalStep,
+  runnerFinished,
   runnerPodFacts,
 } from './graceful-stop.ts';
 
@@ -552,8 +553,12 @@ function planStop(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerPodStep |
   let runnerId = recordedRunnerId(f);
   if (runnerId === undefined) {
     const blind = table(undefined);
-    // A pod that never ran (row 3) cannot have registered: no need to ask anyone.
-    if (blind.kind === 'done' && blind.row === '3') return complete(input, undefined, `graceful stop: row 3`);
+    // A pod that never ran (row 3) cannot have registered, and an ephemeral runner that exited 0
+    // was removed by GitHub with its job (as in row 6): no need to ask anyone.
+    if (blind.kind === 'done' && blind.row === '3') return complete(input, undefined, 'graceful stop: row 3');
+    if (blind.kind === 'done' && blind.row === '4' && f.ephemeral && runnerFinished(f)) {
+      return complete(input, undefined, 'graceful stop: row 4, ephemeral runner finished');
+    }
     // Rows 4 and 5 declare the runner absent: only a list that started after this reconcile began
     // may say so. Row 2 only waits, so any list will do.
     const notBefore = blind.kind === 'done' ? now : undefined;

@@ -65,6 +65,7 @@ export interface SandboxSummary {
     rateLimitedRequests: number;
     notModified: number;
     rateLimitedRequestsPerRunnerHour: number;
+    byRoute: Record<string, number>;
   };
   controller: { rssMiB: number | null; exitCode: number | null };
   pods: { seen: number; started: number };
@@ -352,6 +353,7 @@ export class Sandbox {
         requests: this.double.log.length,
         rateLimitedRequests: counted,
         notModified: this.double.log.filter((e) => e.notModified).length,
+        byRoute: this.requestsByRoute(),
         rateLimitedRequestsPerRunnerHour:
           Math.round((counted / hours / Math.max(1, this.opts.runners)) * 100) / 100,
       },
@@ -359,6 +361,13 @@ export class Sandbox {
       pods: { seen: stats?.podsSeen ?? 0, started: stats?.podsStarted ?? 0 },
       chaos: { podKills: this.podKills, nodesLost: this.nodesLost },
     };
+  }
+
+  /** Requests per route (`GET /orgs/{org}/actions/runners`: 12), where the API spend went. */
+  private requestsByRoute(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const e of this.double.log) counts[e.route] = (counts[e.route] ?? 0) + 1;
+    return counts;
   }
 
   async stop(): Promise<{ paddockExitCode: number | null }> {
