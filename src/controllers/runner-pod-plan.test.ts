@@ -335,6 +335,31 @@ describe('graceful stop on deletion', () => {
     assert.equal(r.final.kind, 'remove-finalizer');
   });
 
+  test('declared unregistered while pending, then started before its deletion: looked up again, not leaked', () => {
+    const completeAt = NOW - 30_000;
+    const p = deleting({
+      startedAt: completeAt + 5000,
+      exitCode: 143,
+      annotations: {
+        'actions-runner/unregistration-start-timestamp': rfc3339(completeAt),
+        'actions-runner/unregistration-complete-timestamp': rfc3339(completeAt),
+      },
+    });
+    const r = drive(p, { list: () => listing([runner(8)], NOW) });
+    assert.deepEqual(r.removed, [8], 'the runner that registered after row 3 is removed');
+    assert.equal(r.final.kind, 'remove-finalizer');
+    const never = drive(
+      deleting({
+        phase: 'Pending',
+        annotations: {
+          'actions-runner/unregistration-start-timestamp': rfc3339(completeAt),
+          'actions-runner/unregistration-complete-timestamp': rfc3339(completeAt),
+        },
+      }),
+    );
+    assert.deepEqual(kinds(never), ['remove-finalizer'], 'still never started: row 1 holds');
+  });
+
   test('an idle registered runner is removed (204), then the finalizer goes', () => {
     const r = drive(deleting({ startedAt: NOW - MIN, annotations: { 'actions-runner/id': '7' } }), {
       list: () => listing([runner(7)]),

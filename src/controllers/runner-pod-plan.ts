@@ -535,6 +535,19 @@ function planRestart(
  */
 function planStop(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerPodStep | 'stopped' {
   const { now, settings: s, learned } = input;
+  const completeAt = Date.parse(f.annotations[ANNOTATION_UNREGISTRATION_COMPLETE] ?? '');
+  if (!Number.isNaN(completeAt)) {
+    // Declared unregistered while it had not started (row 3 on an owner's request), then started
+    // anyway before the owner deleted it: its runner may have registered since. Look again.
+    if (f.runnerStartedAt !== undefined && f.runnerStartedAt >= completeAt) {
+      return {
+        kind: 'annotate',
+        annotations: { [ANNOTATION_UNREGISTRATION_COMPLETE]: null },
+        log: 'runner container started after the runner was declared unregistered; checking again',
+      };
+    }
+    return 'stopped';
+  }
   if (f.annotations[ANNOTATION_UNREGISTRATION_COMPLETE]) return 'stopped';
   if (!f.annotations[ANNOTATION_UNREGISTRATION_START]) {
     return { kind: 'annotate', annotations: { [ANNOTATION_UNREGISTRATION_START]: rfc3339(now) } };
