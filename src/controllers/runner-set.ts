@@ -9,7 +9,7 @@ import { type Informer, type ResourceRef, resourcePath } from '../runtime/inform
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { controllerReference, mergePatch } from '../runtime/objects.ts';
-import { CONTROLLER_UID_INDEX, defaultIndexers, type KubeObject } from '../runtime/store.ts';
+import { CONTROLLER_UID_INDEX, defaultIndexers, type KubeObject, splitKey } from '../runtime/store.ts';
 import {
   ANNOTATION_CREDS_SECRET,
   ANNOTATION_UNREGISTRATION_REQUEST,
@@ -141,6 +141,8 @@ export class RunnerSetReconciler {
     if (!rs || rs.metadata.deletionTimestamp) {
       this.expectedCreations.delete(key);
       this.asked.delete(key);
+      const { namespace, name } = splitKey(key);
+      this.opts.github.release(this.githubRef(namespace ?? 'default', name));
       return undefined;
     }
     const namespace = rs.metadata.namespace ?? 'default';
@@ -440,10 +442,14 @@ export class RunnerSetReconciler {
 
   private async githubFor(rs: RunnerSet): Promise<GitHubClient> {
     return await this.opts.github.clientFor({
-      namespace: rs.metadata.namespace ?? 'default',
-      name: `runnerset/${rs.metadata.name}`,
+      ...this.githubRef(rs.metadata.namespace ?? 'default', rs.metadata.name ?? ''),
       credentialsSecret: rs.spec.githubAPICredentialsFrom?.secretRef?.name,
     });
+  }
+
+  /** The name the RunnerSet holds its GitHub client under (released when the RunnerSet goes). */
+  private githubRef(namespace: string, name: string): { namespace: string; name: string } {
+    return { namespace, name: `runnerset/${name}` };
   }
 
   private event(rs: RunnerSet, type: 'Normal' | 'Warning', reason: string, note: string): void {
