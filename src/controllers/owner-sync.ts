@@ -7,9 +7,25 @@ import { type PodLike, runnerPodFacts, runnerStopped } from './graceful-stop.ts'
 
 /**
  * Scaling runner owners (StatefulSets of a RunnerSet, each with one pod) as a pure plan: which
- * owners to create, which to ask to unregister, which to delete. Spec §3.4, with one deliberate
- * improvement: scale-down picks runners that are not running a job before busy ones (ARC picks the
- * newest), so a scale-down does not wait on — or, after a timeout, cut short — someone's job.
+ * owners to create, which to ask to unregister, which to delete. Spec §3.4, with these deliberate
+ * changes, all so that no job is cut short, no runner is left behind and the fleet never has fewer
+ * runners than desired:
+ *
+ * - Scale-down picks runners that are not running a job before busy ones (ARC picks the newest), so
+ *   a scale-down does not wait on — or, after a timeout, cut short — someone's job.
+ * - An owner asked to unregister is leaving for good: it is no longer a member of the fleet. That
+ *   holds whether the cache shows the request on the owner, only on one of its pods (the owner's
+ *   annotation can reach the cache later than the pod's), or not yet at all (the reconciler
+ *   remembers what it asked: `askedRecently`). So a runner that took a job just before its removal
+ *   is not counted again, and a second runner is not asked to leave in its place.
+ * - A pod that is going away (unregistered, or being deleted) is not a running runner of the fleet
+ *   either; its StatefulSet replaces it, so it counts as pending.
+ * - Whatever pod a leaving owner has gets the request too (the StatefulSet controller replaces a pod
+ *   that finished, and the replacement knows nothing of the request), and a leaving owner is deleted
+ *   as soon as every pod it has is unregistered, being deleted or stopped.
+ * - Owners of an older template are not deleted directly (that would stop a busy runner mid-job):
+ *   they are asked to unregister like a scale-down, once the current template has the desired number
+ *   of registered runners (a Deployment's maxUnavailable 0; those with no running runner go at once).
  */
 
 export const ANNOTATION_SYNC_TIME = 'sync-time';
@@ -35,6 +51,17 @@ export function classifyPod(
   return 'pending';
 }
 
+export interface PodState {
+  name: string;
+  bucket: PodBucket;
+  annotations: Record<string, string>;
+  deleting: boolean;
+  /** From the runner registry, when known. */
+  busy: boolean | undefined;
+  /** We asked this pod to unregister moments ago; the cache does not show it yet. */
+  askedRecently?: boolean;
+}
+
 export interface OwnerState {
   name: string;
   createdAt: number;
@@ -48,21 +75,24 @@ export interface OwnerState {
    * (our pod cache lags the owner's) count as pending, so they are not created a second time.
    */
   replicas?: number;
-  pods: {
-    name: string;
-    bucket: PodBucket;
-    annotations: Record<string, string>;
-    deleting: boolean;
-    /** From the runner registry, when known. */
-    busy: boolean | undefined;
-  }[];
+  /** We asked this owner to unregister moments ago; the cache does not show it yet. */
+  askedRecently?: boolean;
+  pods: PodState[];
 }
 
 export type OwnerAction =
-  | { kind: 'delete-owner'; owner: string; reason: 'unregistered' | 'completed' | 'outdated' }
-  | { kind: 'mark-owner-complete'; owner: string }
+  | { kind: 'delete-owner'; owner: string; reason: 'unregistered' | 'completed' }
   | { kind: 'create-owners'; count: number }
-  | { kind: 'request-unregistration'; owner: string; pods: string[] };
+  | {
+      kind: 'request-unregistration';
+      owner: string;
+      /** Pods to annotate: those that do not carry the request yet. */
+      pods: string[];
+      /** The owner itself does not carry the request yet. */
+      annotateOwner: boolean;
+      /** `follow-up`: the owner was asked before; a pod of it (e.g. a replacement) was not. */
+      reason: 'scale-down' | 'outdated' | 'follow-up';
+    };
 
 export interface OwnerSyncPlan {
   actions: OwnerAction[];
@@ -83,13 +113,42 @@ export interface OwnerSyncInput {
   recreationDelayMs?: number;
 }
 
+const podAsked = (p: PodState) =>
+  Boolean(p.annotations[ANNOTATION_UNREGISTRATION_REQUEST]) || !!p.askedRecently;
+/** The pod's runner is gone from GitHub (or never came), or the pod is on its way out anyway. */
+const podGone = (p: PodState) => Boolean(p.annotations[ANNOTATION_UNREGISTRATION_COMPLETE]) || p.deleting;
+
+/** Asked to unregister: on the owner, on any of its pods, or by us moments ago. */
+export function isLeaving(o: OwnerState): boolean {
+  return (
+    Boolean(o.annotations[ANNOTATION_UNREGISTRATION_REQUEST]) || !!o.askedRecently || o.pods.some(podAsked)
+  );
+}
+
+/** A running pod that is leaving is no runner of the fleet; its StatefulSet replaces it (pending). */
+const memberBucket = (p: PodState): PodBucket =>
+  p.bucket === 'running' && (podAsked(p) || podGone(p)) ? 'pending' : p.bucket;
+
 const count = (o: OwnerState, b: PodBucket) =>
-  o.pods.filter((p) => p.bucket === b).length +
+  o.pods.filter((p) => memberBucket(p) === b).length +
   (b === 'pending' ? Math.max(0, (o.replicas ?? 0) - o.pods.length) : 0);
+
+/** Running and registered with GitHub: capacity that jobs can use now. */
+const ready = (o: OwnerState) =>
+  o.pods.filter((p) => memberBucket(p) === 'running' && p.annotations[ANNOTATION_RUNNER_ID]).length;
+
+/** Ask what has not been asked yet (the pods without the request, the owner without it). */
+function request(o: OwnerState, reason: 'scale-down' | 'outdated' | 'follow-up'): OwnerAction | undefined {
+  const pods = o.pods.filter((p) => !podAsked(p) && !podGone(p)).map((p) => p.name);
+  const annotateOwner = !o.annotations[ANNOTATION_UNREGISTRATION_REQUEST] && !o.askedRecently;
+  if (pods.length === 0 && !annotateOwner) return undefined;
+  return { kind: 'request-unregistration', owner: o.name, pods, annotateOwner, reason };
+}
 
 export function planOwnerSync(input: OwnerSyncInput): OwnerSyncPlan {
   const actions: OwnerAction[] = [];
-  const live: OwnerState[] = [];
+  const members: OwnerState[] = [];
+  const leaving: OwnerState[] = [];
   let lastSyncTime: number | undefined;
   for (const o of input.owners) {
     if (o.deleting) continue;
@@ -97,29 +156,43 @@ export function planOwnerSync(input: OwnerSyncInput): OwnerSyncPlan {
       actions.push({ kind: 'delete-owner', owner: o.name, reason: 'unregistered' });
       continue;
     }
-    if (o.annotations[ANNOTATION_UNREGISTRATION_REQUEST]) {
-      const gone = o.pods.filter(
-        (p) => p.annotations[ANNOTATION_UNREGISTRATION_COMPLETE] || p.deleting,
-      ).length;
-      if (gone === o.pods.length) {
-        actions.push({ kind: 'mark-owner-complete', owner: o.name });
+    if (isLeaving(o)) {
+      // Every pod the owner has (by its own status too) is known and done: delete it now, before its
+      // StatefulSet replaces a finished pod. ARC marks the owner complete and deletes it a round
+      // later; the extra round only gives the replacement time to appear.
+      const allKnown = o.pods.length >= (o.replicas ?? 0);
+      if (allKnown && o.pods.every((p) => podGone(p) || p.bucket === 'completed')) {
+        const unregistered = o.pods.every(podGone);
+        actions.push({
+          kind: 'delete-owner',
+          owner: o.name,
+          reason: unregistered ? 'unregistered' : 'completed',
+        });
         continue;
       }
+      const followUp = request(o, 'follow-up');
+      if (followUp) actions.push(followUp);
+      leaving.push(o);
+    } else {
+      members.push(o);
     }
     const sync = Date.parse(o.annotations[ANNOTATION_SYNC_TIME] ?? '');
     if (!Number.isNaN(sync)) lastSyncTime = Math.max(lastSyncTime ?? sync, sync);
+  }
+  // ARC's gates, for the fleet's members (a leaving owner counts for nothing, so it blocks nothing).
+  for (const o of members) {
     if (o.pods.length > 0 && count(o, 'completed') === o.pods.length) {
       actions.push({ kind: 'delete-owner', owner: o.name, reason: 'completed' });
       return { actions, note: 'deleted a completed owner; waiting for the next round', current: [] };
     }
     if (!o.synced) return { actions, note: `owner ${o.name} is not synced yet`, current: [] };
-    live.push(o);
   }
 
-  const current = live
-    .filter((o) => o.templateHash === input.desiredHash)
-    .sort((a, b) => a.createdAt - b.createdAt);
-  const sum = (b: PodBucket) => current.reduce((n, o) => n + count(o, b), 0);
+  const ofTemplate = (o: OwnerState) => o.templateHash === input.desiredHash;
+  const byAge = (a: OwnerState, b: OwnerState) => a.createdAt - b.createdAt;
+  const fleet = members.filter(ofTemplate).sort(byAge);
+  const current = [...members, ...leaving].filter(ofTemplate).sort(byAge);
+  const sum = (b: PodBucket) => fleet.reduce((n, o) => n + count(o, b), 0);
   const running = sum('running');
   const maybeRunning = sum('pending') + running;
   const desired = input.desiredReplicas;
@@ -132,6 +205,7 @@ export function planOwnerSync(input: OwnerSyncInput): OwnerSyncPlan {
   const recreationDelayActive =
     lastSyncTime !== undefined && input.now < lastSyncTime + (input.recreationDelayMs ?? 600_000);
   let note: string | undefined;
+  const removedNow = new Set<OwnerState>();
 
   if (wantMore && alreadySynced && recreationDelayActive) {
     note = 'ephemeral runners were just recreated after a webhook scale; waiting before creating more';
@@ -146,26 +220,37 @@ export function planOwnerSync(input: OwnerSyncInput): OwnerSyncPlan {
       const idle = o.pods.every((p) => p.busy === false);
       return idle ? 1 : busy ? 3 : 2; // unknown state sits between idle and busy
     };
-    const byRemovalPreference = [...current].sort((a, b) => rank(a) - rank(b) || b.createdAt - a.createdAt);
+    const byRemovalPreference = [...fleet].sort((a, b) => rank(a) - rank(b) || b.createdAt - a.createdAt);
     let keep = running;
-    const remove: OwnerState[] = [];
     for (const o of byRemovalPreference) {
       const r = count(o, 'running');
       if (r === 0) {
-        remove.push(o);
+        removedNow.add(o);
       } else if (keep - r >= desired) {
-        remove.push(o);
+        removedNow.add(o);
         keep -= r;
       }
     }
-    for (const o of remove) {
-      if (o.annotations[ANNOTATION_UNREGISTRATION_REQUEST]) continue;
-      actions.push({ kind: 'request-unregistration', owner: o.name, pods: o.pods.map((p) => p.name) });
+    for (const o of byRemovalPreference) {
+      const asked = removedNow.has(o) ? request(o, 'scale-down') : undefined;
+      if (asked) actions.push(asked);
     }
   }
 
-  // Owners of an older template go one per round; their pods' finalizers still stop them gracefully.
-  const outdated = live.find((o) => o.templateHash !== input.desiredHash);
-  if (outdated) actions.push({ kind: 'delete-owner', owner: outdated.name, reason: 'outdated' });
+  // Rollout: owners of an older template leave once the current one has the desired number of
+  // registered runners (those without a running runner hold no capacity and leave at once). Busy
+  // ones finish their job first, like any runner asked to unregister.
+  const outdated = members.filter((o) => !ofTemplate(o)).sort(byAge);
+  if (outdated.length > 0) {
+    const available = fleet.filter((o) => !removedNow.has(o)).reduce((n, o) => n + ready(o), 0);
+    const replaced = available >= desired;
+    for (const o of outdated) {
+      const asked = replaced || count(o, 'running') === 0 ? request(o, 'outdated') : undefined;
+      if (asked) actions.push(asked);
+    }
+    if (!replaced) {
+      note ??= `rollout: ${available} of ${desired} runners of the current template are registered; older ones wait`;
+    }
+  }
   return { actions, ...(note ? { note } : {}), current: current.map((o) => o.name) };
 }

@@ -9,10 +9,9 @@ import { type Informer, type ResourceRef, resourcePath } from '../runtime/inform
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { controllerReference, mergePatch } from '../runtime/objects.ts';
-import { CONTROLLER_UID_INDEX, defaultIndexers, type KubeObject } from '../runtime/store.ts';
+import { CONTROLLER_UID_INDEX, defaultIndexers, type KubeObject, splitKey } from '../runtime/store.ts';
 import {
   ANNOTATION_CREDS_SECRET,
-  ANNOTATION_UNREGISTRATION_COMPLETE,
   ANNOTATION_UNREGISTRATION_REQUEST,
   LABEL_RUNNERSET_NAME,
   rfc3339,
@@ -36,9 +35,10 @@ import {
 
 /**
  * RunnerSet controller (spec §3.7): one StatefulSet with one pod per runner. Scale-up creates
- * StatefulSets; scale-down asks the chosen runners' pods to unregister (the runner pod controller
- * does it gracefully) and deletes a StatefulSet only once its runner is gone from GitHub; finished
- * ephemeral runners are replaced; StatefulSets of an older template are rolled one at a time.
+ * StatefulSets; scale-down and template rollouts ask the chosen runners' pods to unregister (the
+ * runner pod controller does it gracefully, waiting for a busy runner's job) and delete a
+ * StatefulSet only once its runner is gone from GitHub; finished ephemeral runners are replaced.
+ * The decisions are `planOwnerSync`'s; this file gathers its facts and performs its actions.
  */
 
 export const STATEFUL_SETS: ResourceRef = {
@@ -63,6 +63,15 @@ const MAX_STATEFULSETS = 1000;
 interface StatefulSet extends KubeObject {
   spec?: V1StatefulSetSpec & { replicas?: number };
   status?: { replicas?: number; readyReplicas?: number; currentReplicas?: number; updatedReplicas?: number };
+}
+
+/** How long a written unregistration request is remembered at most while the caches do not show it. */
+const ASKED_MEMORY_MS = 30_000;
+
+/** Unregistration requests written but not seen in the caches yet: StatefulSet name / pod UID → until. */
+interface AskedMemory {
+  owners: Map<string, number>;
+  pods: Map<string, number>;
 }
 
 export interface RunnerSetControllerOptions {
@@ -91,6 +100,13 @@ export class RunnerSetReconciler {
    * "expectations"). Bounded in time in case a watch event is lost.
    */
   private readonly expectedCreations = new Map<string, { names: Set<string>; until: number }>();
+  /**
+   * Unregistration requests this controller wrote that its caches may not show yet, per RunnerSet:
+   * StatefulSet name → until, pod UID → until. Planning on a cache without them would count a
+   * runner that is leaving as a member and ask another one to leave in its place. Dropped once the
+   * cache shows the annotation, the object is gone, or the time is up (a lost watch event).
+   */
+  private readonly asked = new Map<string, AskedMemory>();
 
   constructor(opts: RunnerSetControllerOptions) {
     const m = opts.manager;
@@ -124,6 +140,9 @@ export class RunnerSetReconciler {
     const rs = this.runnerSets.store.get(key);
     if (!rs || rs.metadata.deletionTimestamp) {
       this.expectedCreations.delete(key);
+      this.asked.delete(key);
+      const { namespace, name } = splitKey(key);
+      this.opts.github.release(this.githubRef(namespace ?? 'default', name));
       return undefined;
     }
     const namespace = rs.metadata.namespace ?? 'default';
@@ -167,7 +186,10 @@ export class RunnerSetReconciler {
 
     const client = await this.githubFor(rs).catch(() => undefined);
     const now = this.clock.now();
-    const owners: OwnerState[] = owned.map((sts) => this.ownerState(sts, client, rs, now));
+    const asked: AskedMemory = this.asked.get(key) ?? { owners: new Map(), pods: new Map() };
+    this.asked.set(key, asked);
+    this.forgetSettled(asked, owned);
+    const owners: OwnerState[] = owned.map((sts) => this.ownerState(sts, client, rs, now, asked));
     const plan = planOwnerSync({
       owners,
       desiredReplicas: replicas,
@@ -177,7 +199,7 @@ export class RunnerSetReconciler {
       now,
     });
     if (plan.note) ctx.log.debug({ note: plan.note }, 'owner sync');
-    for (const action of plan.actions) await this.perform(action, rs, desired, namespace, ctx);
+    for (const action of plan.actions) await this.perform(action, rs, desired, namespace, asked, ctx);
 
     // Status from the StatefulSets of the current template.
     const current = owned.filter((s) => plan.current.includes(s.metadata.name ?? ''));
@@ -203,6 +225,7 @@ export class RunnerSetReconciler {
     client: GitHubClient | undefined,
     rs: RunnerSet,
     now: number,
+    asked: AskedMemory,
   ): OwnerState {
     let scope: ReturnType<typeof resolveScope> | undefined;
     try {
@@ -215,23 +238,31 @@ export class RunnerSetReconciler {
       scope = undefined;
     }
     const snapshot = client && scope ? client.registry.peek(scope) : undefined;
+    const pending = (m: Map<string, number>, id: string, annotations: Record<string, string>) => {
+      const until = m.get(id);
+      return until !== undefined && now < until && !annotations[ANNOTATION_UNREGISTRATION_REQUEST];
+    };
     const pods = this.pods.store.byIndex(CONTROLLER_UID_INDEX, sts.metadata.uid ?? '').map((p) => {
       const runner = snapshot?.byName(p.metadata.name ?? '');
+      const annotations = p.metadata.annotations ?? {};
       return {
         name: p.metadata.name ?? '',
         bucket: classifyPod(p, now, this.opts.registrationTimeoutMs ?? 600_000),
-        annotations: p.metadata.annotations ?? {},
+        annotations,
         deleting: Boolean(p.metadata.deletionTimestamp),
         busy: runner ? runner.busy : undefined,
+        askedRecently: pending(asked.pods, p.metadata.uid ?? '', annotations),
       };
     });
     const wanted = sts.spec?.replicas ?? 1;
+    const annotations = sts.metadata.annotations ?? {};
     return {
       name: sts.metadata.name ?? '',
+      askedRecently: pending(asked.owners, sts.metadata.name ?? '', annotations),
       createdAt: Date.parse(sts.metadata.creationTimestamp ?? '') || 0,
       templateHash: sts.metadata.labels?.[LABEL_TEMPLATE_HASH],
       deleting: Boolean(sts.metadata.deletionTimestamp),
-      annotations: sts.metadata.annotations ?? {},
+      annotations,
       synced: (sts.status?.replicas ?? 0) === wanted,
       replicas: sts.status?.replicas ?? 0,
       pods,
@@ -243,6 +274,7 @@ export class RunnerSetReconciler {
     rs: RunnerSet,
     desired: ReturnType<typeof newRunnerSetPodTemplate>,
     namespace: string,
+    asked: AskedMemory,
     ctx: ReconcileContext,
   ): Promise<void> {
     const stsPath = (name: string) => resourcePath(STATEFUL_SETS, namespace, name);
@@ -275,41 +307,60 @@ export class RunnerSetReconciler {
           if (!isNotFound(err)) throw err;
         }
         return;
-      case 'mark-owner-complete':
-        await mergePatch(
-          this.http,
-          STATEFUL_SETS,
-          { metadata: { name: action.owner, namespace } },
-          { metadata: { annotations: { [ANNOTATION_UNREGISTRATION_COMPLETE]: rfc3339(this.clock.now()) } } },
-        );
-        return;
       case 'request-unregistration': {
         const at = rfc3339(this.clock.now());
+        const until = this.clock.now() + ASKED_MEMORY_MS;
+        const annotate = { metadata: { annotations: { [ANNOTATION_UNREGISTRATION_REQUEST]: at } } };
+        const ignoreNotFound = (err: unknown) => {
+          if (!isNotFound(err)) throw err;
+          return undefined;
+        };
+        // Pods first, then the owner (as ARC): a pod is the one whose runner the request stops.
         for (const pod of action.pods) {
           const cached = this.pods.store.getByName(namespace, pod);
           if (cached?.metadata.annotations?.[ANNOTATION_UNREGISTRATION_REQUEST]) continue;
-          await mergePatch(
+          const patched = await mergePatch(
             this.http,
             PODS,
             { metadata: { name: pod, namespace } },
-            {
-              metadata: { annotations: { [ANNOTATION_UNREGISTRATION_REQUEST]: at } },
-            },
-          ).catch((err) => {
-            if (!isNotFound(err)) throw err;
-          });
+            annotate,
+          ).catch(ignoreNotFound);
+          if (patched?.metadata.uid) asked.pods.set(patched.metadata.uid, until);
         }
-        await mergePatch(
-          this.http,
-          STATEFUL_SETS,
-          { metadata: { name: action.owner, namespace } },
-          {
-            metadata: { annotations: { [ANNOTATION_UNREGISTRATION_REQUEST]: at } },
-          },
+        if (action.annotateOwner) {
+          const patched = await mergePatch(
+            this.http,
+            STATEFUL_SETS,
+            { metadata: { name: action.owner, namespace } },
+            annotate,
+          ).catch(ignoreNotFound);
+          if (patched) asked.owners.set(action.owner, until);
+        }
+        ctx.log.info(
+          { statefulSet: action.owner, pods: action.pods, reason: action.reason },
+          'asked runner to unregister',
         );
-        ctx.log.info({ statefulSet: action.owner }, 'asked runner to unregister (scale-down)');
         return;
       }
+    }
+  }
+
+  /** Forgets remembered requests that the caches now show, whose objects are gone, or that timed out. */
+  private forgetSettled(asked: AskedMemory, owned: StatefulSet[]): void {
+    const now = this.clock.now();
+    const shown = (o: KubeObject | undefined) =>
+      o === undefined || Boolean(o.metadata.annotations?.[ANNOTATION_UNREGISTRATION_REQUEST]);
+    const owners = new Map(owned.map((s) => [s.metadata.name ?? '', s]));
+    const pods = new Map(
+      owned
+        .flatMap((s) => this.pods.store.byIndex(CONTROLLER_UID_INDEX, s.metadata.uid ?? ''))
+        .map((p) => [p.metadata.uid ?? '', p]),
+    );
+    for (const [name, until] of asked.owners) {
+      if (now >= until || shown(owners.get(name))) asked.owners.delete(name);
+    }
+    for (const [uid, until] of asked.pods) {
+      if (now >= until || shown(pods.get(uid))) asked.pods.delete(uid);
     }
   }
 
@@ -391,10 +442,14 @@ export class RunnerSetReconciler {
 
   private async githubFor(rs: RunnerSet): Promise<GitHubClient> {
     return await this.opts.github.clientFor({
-      namespace: rs.metadata.namespace ?? 'default',
-      name: `runnerset/${rs.metadata.name}`,
+      ...this.githubRef(rs.metadata.namespace ?? 'default', rs.metadata.name ?? ''),
       credentialsSecret: rs.spec.githubAPICredentialsFrom?.secretRef?.name,
     });
+  }
+
+  /** The name the RunnerSet holds its GitHub client under (released when the RunnerSet goes). */
+  private githubRef(namespace: string, name: string): { namespace: string; name: string } {
+    return { namespace, name: `runnerset/${name}` };
   }
 
   private event(rs: RunnerSet, type: 'Normal' | 'Warning', reason: string, note: string): void {
