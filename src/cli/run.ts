@@ -23,6 +23,7 @@ import { Manager } from '../runtime/manager.ts';
 import { FIELD_MANAGER } from '../runtime/objects.ts';
 import {
   applyRunnerPodWebhookConfiguration,
+  kubeRunnerPodCluster,
   loadOrCreateWebhookCertificates,
   MUTATE_RUNNER_POD_PATH,
   runnerPodAdmissionHandler,
@@ -401,6 +402,7 @@ async function startWebhook(
     handlers: {
       [MUTATE_RUNNER_POD_PATH]: runnerPodAdmissionHandler({
         github: clients,
+        cluster: kubeRunnerPodCluster(manager.http),
         logger: log.child({ component: 'webhook' }),
         ...(config.webhook.jitConfig ? { jit: {} } : {}),
       }),
@@ -422,7 +424,6 @@ async function startWebhook(
         : { service: { namespace, name: config.webhook.service, port: 443 } },
       caBundle,
       ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
-      jit: config.webhook.jitConfig,
     });
   await publishCaBundle(certs.ca.cert);
   const renewal = new WebhookCertificateRenewal({
