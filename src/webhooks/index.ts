@@ -9,6 +9,7 @@ export {
   certificatesUsable,
   generateCertificateAuthority,
   generateWebhookCertificates,
+  issueClientCertificate,
   issueServingCertificate,
   loadOrCreateWebhookCertificates,
 } from './certs.ts';
