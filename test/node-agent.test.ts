@@ -8,6 +8,8 @@ import { eventually, namespaceFixture } from './support/cluster.ts';
 
 interface PodOpts {
   token?: string;
+  /** RUNNER_TOKEN from this Secret key (`secretKeyRef`), as the pod webhook sets it. */
+  tokenFrom?: { secret: string; key: string };
   jit?: string;
   ephemeral?: boolean;
   labels?: string;
@@ -71,6 +73,14 @@ describe('node agent (simulated kubelet and runners)', () => {
       ...(o.ephemeral === undefined ? [] : [{ name: 'RUNNER_EPHEMERAL', value: String(o.ephemeral) }]),
       ...(o.labels ? [{ name: 'RUNNER_LABELS', value: o.labels }] : []),
       ...(o.token ? [{ name: 'RUNNER_TOKEN', value: o.token }] : []),
+      ...(o.tokenFrom
+        ? [
+            {
+              name: 'RUNNER_TOKEN',
+              valueFrom: { secretKeyRef: { name: o.tokenFrom.secret, key: o.tokenFrom.key } },
+            },
+          ]
+        : []),
       ...(o.jit ? [{ name: 'ACTIONS_RUNNER_INPUT_JITCONFIG', value: o.jit }] : []),
     ];
     await http.request('POST', podsPath(), {
@@ -209,6 +219,35 @@ describe('node agent (simulated kubelet and runners)', () => {
     assert.equal(agent.pod('static-a')?.runner, 'listening');
   });
 
+  const putSecret = (name: string, data: Record<string, string>) =>
+    http.request('POST', `/api/v1/namespaces/${ns.name}/secrets`, {
+      body: {
+        metadata: { name },
+        data: Object.fromEntries(
+          Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+        ),
+      },
+    });
+
+  test('RUNNER_TOKEN from a Secret key: read from the API server as the kubelet would, and the runner registers', async () => {
+    await putSecret('from-secret-token', { 'registration-token': token() });
+    await createPod('from-secret', { tokenFrom: { secret: 'from-secret-token', key: 'registration-token' } });
+    await registered('from-secret');
+    assert.equal(double.runnerByName('orgs/acme', 'from-secret')?.status, 'online');
+  });
+
+  test('a pod whose token Secret does not exist yet stays Pending until the Secret appears', async () => {
+    const failuresBefore = agent.stats().registrationFailures;
+    await createPod('late-secret', { tokenFrom: { secret: 'late-secret-token', key: 'registration-token' } });
+    await eventually('the agent to see the pod', async () => agent.pod('late-secret') !== undefined);
+    await new Promise((r) => setTimeout(r, 1500)); // past the start-up delay and one retry
+    assert.equal(agent.pod('late-secret')?.started, false);
+    assert.notEqual((await getPod('late-secret'))?.status?.phase, 'Running');
+    assert.equal(agent.stats().registrationFailures, failuresBefore);
+    await putSecret('late-secret-token', { 'registration-token': token() });
+    await registered('late-secret');
+    assert.equal((await getPod('late-secret'))?.status?.phase, 'Running');
+  });
   test('an invalid or missing registration token: the runner container exits 1', async () => {
     const before = agent.stats().registrationFailures;
     await createPod('bad-token', { token: 'NOT-A-TOKEN' });

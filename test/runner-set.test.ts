@@ -9,7 +9,7 @@ import { createLogger } from '../src/runtime/log.ts';
 import { mergePatch } from '../src/runtime/objects.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
-import { markRunnerExited, markRunnerPodRunning } from './support/pods.ts';
+import { markRunnerExited, markRunnerPodRunning, runnerEnvValue } from './support/pods.ts';
 
 describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod controller)', () => {
   const ns = namespaceFixture('t-runnerset');
@@ -112,7 +112,8 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
       started.add(uid);
       await markRunnerPodRunning(core, ns.name, pod.metadata!.name!);
       double.registerRunner({
-        registrationToken: envOf(pod, 'RUNNER_TOKEN')!,
+        // From the StatefulSet's token Secret, as the kubelet resolves the env's secretKeyRef.
+        registrationToken: (await runnerEnvValue(core, ns.name, pod, 'RUNNER_TOKEN'))!,
         name: envOf(pod, 'RUNNER_NAME')!,
         ephemeral: envOf(pod, 'RUNNER_EPHEMERAL') !== 'false',
       });
@@ -152,11 +153,13 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
       30_000,
     );
     for (const pod of pods) {
-      const token = envOf(pod, 'RUNNER_TOKEN');
+      const token = await runnerEnvValue(core, ns.name, pod, 'RUNNER_TOKEN');
       assert.ok(
         token && double.model.tokens.has(token),
         `${pod.metadata?.name}: token injected by the webhook`,
       );
+      assert.ok(!JSON.stringify(pod.spec).includes(token), `${pod.metadata?.name}: no token in the pod spec`);
+      assert.equal(envOf(pod, 'RUNNER_TOKEN'), undefined, 'RUNNER_TOKEN has no literal value');
       assert.equal(envOf(pod, 'RUNNER_NAME'), pod.metadata?.name);
       assert.equal(envOf(pod, 'RUNNER_ORG'), 'acme');
       assert.equal(pod.spec?.restartPolicy, 'Never');
@@ -221,7 +224,10 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
       },
       45_000,
     );
-    assert.ok(envOf(replacement, 'RUNNER_TOKEN'), 'the replacement got a fresh token');
+    assert.ok(
+      await runnerEnvValue(core, ns.name, replacement, 'RUNNER_TOKEN'),
+      'the replacement got a token',
+    );
     await playNode();
     await waitFor(
       'replacement registered',

@@ -275,6 +275,14 @@ export const RUN_FLAGS: FlagSpec[] = [
   },
   {
     group: 'Pod token webhook',
+    name: 'webhook-client-ca',
+    type: 'string',
+    env: 'WEBHOOK_CLIENT_CA',
+    default: '',
+    help: 'PEM file of the CA that signs the API server’s webhook client certificate; when set, only clients presenting such a certificate can connect',
+  },
+  {
+    group: 'Pod token webhook',
     name: 'webhook-jit-config',
     type: 'boolean',
     env: 'WEBHOOK_JIT_CONFIG',

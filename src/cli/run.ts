@@ -23,6 +23,7 @@ import { Manager } from '../runtime/manager.ts';
 import { FIELD_MANAGER } from '../runtime/objects.ts';
 import {
   applyRunnerPodWebhookConfiguration,
+  kubeRunnerPodCluster,
   loadOrCreateWebhookCertificates,
   MUTATE_RUNNER_POD_PATH,
   runnerPodAdmissionHandler,
@@ -68,6 +69,8 @@ export interface RunConfig {
     service: string;
     jitConfig: boolean;
     certCheckIntervalMs: number;
+    /** PEM of the CA whose client certificates may call the webhook (the API server's). */
+    clientCa: string | undefined;
   };
   installCrds: boolean;
   logLevel: string;
@@ -122,6 +125,10 @@ export function runConfig(v: FlagValues): RunConfig {
     apiUrl: (v['github-url'] as string) || undefined,
   });
   const leaderElect = v['leader-elect'] === true;
+  const clientCaPath = (v['webhook-client-ca'] as string | undefined) || undefined;
+  if (clientCaPath && !existsSync(clientCaPath)) {
+    throw new UsageError(`--webhook-client-ca / WEBHOOK_CLIENT_CA: no file ${clientCaPath}`);
+  }
   return {
     kubeconfig: (v.kubeconfig as string | undefined) || undefined,
     watchNamespace: (v['watch-namespace'] as string) || undefined,
@@ -163,6 +170,7 @@ export function runConfig(v: FlagValues): RunConfig {
       service: v['webhook-service'] as string,
       jitConfig: v['webhook-jit-config'] === true,
       certCheckIntervalMs: v['webhook-cert-check-interval'] as number,
+      clientCa: clientCaPath ? readFileSync(clientCaPath, 'utf8') : undefined,
     },
     installCrds: v['install-crds'] === true,
     logLevel: v['log-level'] as string,
@@ -403,6 +411,7 @@ async function startWebhook(
     handlers: {
       [MUTATE_RUNNER_POD_PATH]: runnerPodAdmissionHandler({
         github: clients,
+        cluster: kubeRunnerPodCluster(manager.http),
         logger: log.child({ component: 'webhook' }),
         ...(config.webhook.jitConfig ? { jit: {} } : {}),
       }),
@@ -410,6 +419,7 @@ async function startWebhook(
     logger: log.child({ component: 'webhook' }),
     host: host || '0.0.0.0',
     port: Number(portText ?? 9443),
+    clientCa: config.webhook.clientCa,
   });
   const port = await server.start();
   const clientUrl = url
@@ -424,7 +434,6 @@ async function startWebhook(
         : { service: { namespace, name: config.webhook.service, port: 443 } },
       caBundle,
       ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
-      jit: config.webhook.jitConfig,
     });
   await publishCaBundle(certs.ca.cert);
   const renewal = new WebhookCertificateRenewal({

@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { labelsMatch, parseRunnerLabels, podPhase, scopeServes } from './node-agent.ts';
+import {
+  labelsMatch,
+  parseRunnerLabels,
+  podPhase,
+  referencedSecrets,
+  resolveEnv,
+  scopeServes,
+} from './node-agent.ts';
 
 describe('node agent: job matching', () => {
   test('a job needs all its labels on the runner, case-insensitively; self-hosted is implicit', () => {
@@ -46,5 +53,40 @@ describe('node agent: pod phase', () => {
   test('waiting containers: Pending', () => {
     assert.equal(podPhase(['waiting', 'running'], 'Never'), 'Pending');
     assert.equal(podPhase([], 'Never'), 'Pending');
+  });
+});
+
+describe('node agent: container env as the kubelet resolves it', () => {
+  const ref = (name: string, key: string, optional?: boolean) => ({
+    secretKeyRef: { name, key, ...(optional === undefined ? {} : { optional }) },
+  });
+  const env = [
+    { name: 'RUNNER_ORG', value: 'acme' },
+    { name: 'RUNNER_TOKEN', valueFrom: ref('sts-runner-token', 'registration-token') },
+    { name: 'RUNNER_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'EXTRA', valueFrom: ref('extras', 'x', true) },
+  ];
+
+  test('the Secrets the env reads, once each', () => {
+    assert.deepEqual(referencedSecrets([...env, { name: 'AGAIN', valueFrom: ref('extras', 'y') }]), [
+      'sts-runner-token',
+      'extras',
+    ]);
+  });
+
+  test('literal values and Secret keys; an optional missing one and other sources stay unset', () => {
+    const secrets = new Map([['sts-runner-token', { 'registration-token': 'T' }]]);
+    assert.deepEqual(resolveEnv(env, secrets), { ok: true, env: { RUNNER_ORG: 'acme', RUNNER_TOKEN: 'T' } });
+  });
+
+  test('a missing Secret or key means the container cannot start yet', () => {
+    assert.deepEqual(resolveEnv(env, new Map()), {
+      ok: false,
+      reason: 'secret "sts-runner-token" not found',
+    });
+    assert.deepEqual(resolveEnv(env, new Map([['sts-runner-token', { other: 'x' }]])), {
+      ok: false,
+      reason: "couldn't find key registration-token in Secret sts-runner-token",
+    });
   });
 });

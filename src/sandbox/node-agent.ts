@@ -6,6 +6,7 @@ import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
 import { Informer, type ResourceRef, resourcePath } from '../runtime/informer.ts';
 import { type KubeHttp, PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
 import { silentLogger } from '../runtime/log.ts';
+import { SECRETS } from '../runtime/resources.ts';
 import type { KubeObject } from '../runtime/store.ts';
 import type { GitHubDouble, JobRecord, RunnerRecord } from '../testenv/github-double/index.ts';
 import type { ModelEvent } from '../testenv/github-double/model.ts';
@@ -18,7 +19,10 @@ import type { ModelEvent } from '../testenv/github-double/model.ts';
  * through `pods/status`, reports container exits, and confirms a deletion (delete with grace 0) once
  * the pod's finalizers are gone. Runner: registers with the double from the container's env (as
  * config.sh does with `--replace`), takes queued jobs whose labels it has, finishes them after their
- * duration, and exits with 0 after a job when ephemeral (1 when registration fails).
+ * duration, and exits with 0 after a job when ephemeral (1 when registration fails). As the kubelet
+ * does, it resolves the runner container's `valueFrom.secretKeyRef` env (the webhook's token Secret)
+ * from the API server before the container starts; while such a Secret is missing the pod stays
+ * Pending and the agent tries again.
  *
  * Simplifications: containers are never restarted; a pod being deleted keeps running its job until
  * done (the real kubelet would kill it after the grace period); no node heartbeats (no node
@@ -77,11 +81,48 @@ function rfc3339(ms: number): string {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
 
+/** The Secrets a container's env reads (`valueFrom.secretKeyRef`). */
+export function referencedSecrets(env: readonly EnvVar[]): string[] {
+  const names = env.map((e) => e.valueFrom?.secretKeyRef?.name).filter((n): n is string => !!n);
+  return [...new Set(names)];
+}
+
+/**
+ * A container's environment as the kubelet resolves it: literal values, and `secretKeyRef` values
+ * from `secrets` (decoded data by Secret name; absent when the Secret does not exist). A required
+ * Secret or key that is missing means the container cannot start yet. Other `valueFrom` sources
+ * (fieldRef, configMapKeyRef, …) are not simulated and leave the variable unset.
+ */
+export function resolveEnv(
+  env: readonly EnvVar[],
+  secrets: ReadonlyMap<string, Record<string, string>>,
+): { ok: true; env: Record<string, string> } | { ok: false; reason: string } {
+  const out: Record<string, string> = {};
+  for (const e of env) {
+    const ref = e.valueFrom?.secretKeyRef;
+    if (!ref) {
+      if (e.value !== undefined && e.value !== null) out[e.name] = e.value;
+      continue;
+    }
+    const data = secrets.get(ref.name ?? '');
+    const value = data?.[ref.key ?? ''];
+    if (value !== undefined) out[e.name] = value;
+    else if (ref.optional) continue;
+    else if (!data) return { ok: false, reason: `secret "${ref.name}" not found` };
+    else return { ok: false, reason: `couldn't find key ${ref.key} in Secret ${ref.name}` };
+  }
+  return { ok: true, env: out };
+}
+
 // ------------------------------------------------------------------------------------------ types
 
-interface EnvVar {
+export interface EnvVar {
   name: string;
-  value?: string;
+  value?: string | null;
+  valueFrom?: {
+    secretKeyRef?: { name?: string; key?: string; optional?: boolean | null } | null;
+    [source: string]: unknown;
+  } | null;
 }
 
 interface ContainerSpec {
@@ -255,6 +296,8 @@ interface SimPod {
   runnerName: string | undefined;
   ephemeral: boolean;
   labels: string[];
+  /** The runner container's env as resolved when it started (Secret references read). */
+  env: Record<string, string> | undefined;
   jobId: number | undefined;
   jobTimer: Timer | undefined;
   deleting: boolean;
@@ -706,6 +749,7 @@ export class NodeAgent {
       runnerName: undefined,
       ephemeral: true,
       labels: [],
+      env: undefined,
       jobId: undefined,
       jobTimer: undefined,
       deleting: false,
@@ -772,7 +816,8 @@ export class NodeAgent {
 
   private async startPod(sim: SimPod): Promise<void> {
     if (sim.gone || sim.deleting || sim.started || this.isStopped()) return;
-    let node = sim.obj.spec?.nodeName;
+    // Bound on an earlier attempt that then waited for a Secret: the watch may not show it yet.
+    let node = sim.obj.spec?.nodeName ?? sim.node;
     if (!node) {
       node = this.pickNode();
       if (!node) {
@@ -808,6 +853,11 @@ export class NodeAgent {
     }
     sim.node = node;
     if (this.isLost(sim)) return;
+    if (!(await this.resolveRunnerEnv(sim))) {
+      this.after(RETRY_MS, () => this.enqueue(sim, () => this.startPod(sim)));
+      return;
+    }
+    if (sim.gone || sim.deleting || this.isLost(sim) || this.isStopped()) return;
     const now = this.clock.now();
     sim.podIP = this.podIP();
     sim.startedAt = now;
@@ -974,16 +1024,69 @@ export class NodeAgent {
 
   // -------------------------------------------------------------------------------- runner process
 
+  /** The runner container's env: as resolved at its start, else its literal values. */
   private runnerEnv(sim: SimPod): Record<string, string> {
+    if (sim.env) return sim.env;
     const c = sim.obj.spec?.containers?.find((x) => x.name === RUNNER_CONTAINER);
     const env: Record<string, string> = {};
-    for (const e of c?.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
+    for (const e of c?.env ?? []) if (typeof e.value === 'string' && !e.valueFrom) env[e.name] = e.value;
     return env;
+  }
+
+  /**
+   * Reads the Secrets the runner container's env refers to and resolves it into `sim.env`; false
+   * when the container cannot start yet (a Secret or key missing, or the read failed).
+   */
+  private async resolveRunnerEnv(sim: SimPod): Promise<boolean> {
+    if (sim.env) return true;
+    const c = sim.obj.spec?.containers?.find((x) => x.name === RUNNER_CONTAINER);
+    if (!c) return true;
+    const secrets = new Map<string, Record<string, string>>();
+    try {
+      for (const name of referencedSecrets(c.env ?? [])) {
+        const secret = await this.http
+          .request<{ data?: Record<string, string> }>('GET', resourcePath(SECRETS, this.namespace, name), {
+            signal: this.abort.signal,
+          })
+          .catch((err) => {
+            if (isNotFound(err)) return undefined;
+            throw err;
+          });
+        if (!secret) continue;
+        const data: Record<string, string> = {};
+        for (const [k, v] of Object.entries(secret.data ?? {}))
+          data[k] = Buffer.from(v, 'base64').toString('utf8');
+        secrets.set(name, data);
+      }
+    } catch (err) {
+      if (!this.isStopped())
+        this.log.warn({ err: String(err), pod: sim.name }, 'reading the runner Secrets failed; retrying');
+      return false;
+    }
+    const resolved = resolveEnv(c.env ?? [], secrets);
+    if (!resolved.ok) {
+      // The kubelet reports CreateContainerConfigError and tries again.
+      this.log.info(
+        { pod: sim.name, reason: resolved.reason },
+        'runner container cannot start yet; retrying',
+      );
+      return false;
+    }
+    sim.env = resolved.env;
+    return true;
   }
 
   /** The runner's config step (config.sh --unattended --replace, or run.sh --jitconfig). */
   private configure(sim: SimPod): void {
     if (sim.gone || sim.deleting || sim.runner !== 'waiting' || this.isLost(sim) || this.isStopped()) {
+      return;
+    }
+    if (!sim.env) {
+      // A pod adopted from before this agent started: read its Secrets first.
+      this.enqueue(sim, async () => {
+        const ready = await this.resolveRunnerEnv(sim);
+        this.after(ready ? 0 : RETRY_MS, () => this.configure(sim));
+      });
       return;
     }
     sim.runner = 'configuring';

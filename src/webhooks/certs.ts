@@ -152,6 +152,7 @@ const OID = {
   authorityKeyIdentifier: '2.5.29.35',
   extKeyUsage: '2.5.29.37',
   serverAuth: '1.3.6.1.5.5.7.3.1',
+  clientAuth: '1.3.6.1.5.5.7.3.2',
 };
 
 const KEY_USAGE = { digitalSignature: 0, keyCertSign: 5, cRLSign: 6 };
@@ -288,23 +289,50 @@ export function issueServingCertificate(ca: KeyPairPem, options: ServingCertific
   const dnsNames = options.dnsNames ?? [];
   const ips = options.ipAddresses ?? [];
   if (dnsNames.length + ips.length === 0) throw new Error('a serving certificate needs a DNS name or an IP');
-  const now = options.now ?? Date.now();
+  const san = seq(
+    ...dnsNames.map((d) => der(0x82, Buffer.from(d, 'ascii'))),
+    ...ips.map((ip) => der(0x87, ipBytes(ip))),
+  );
+  return issueLeaf(ca, {
+    subject: options.commonName ?? dnsNames[0] ?? ips[0]!,
+    usage: OID.serverAuth,
+    san,
+    now: options.now,
+    validityMs: options.validityMs ?? DEFAULT_SERVING_VALIDITY_MS,
+  });
+}
+
+/**
+ * A TLS client certificate signed by `ca`, e.g. for the API server to present to the webhook when
+ * paddock runs with `--webhook-client-ca`.
+ */
+export function issueClientCertificate(
+  ca: KeyPairPem,
+  options: { commonName: string; now?: number | undefined; validityMs?: number | undefined },
+): KeyPairPem {
+  return issueLeaf(ca, {
+    subject: options.commonName,
+    usage: OID.clientAuth,
+    san: undefined,
+    now: options.now,
+    validityMs: options.validityMs ?? DEFAULT_SERVING_VALIDITY_MS,
+  });
+}
+
+function issueLeaf(
+  ca: KeyPairPem,
+  o: { subject: string; usage: string; san: Buffer | undefined; now: number | undefined; validityMs: number },
+): KeyPairPem {
+  const now = o.now ?? Date.now();
   const caCert = new X509Certificate(ca.cert);
   const caKey = createPrivateKey(ca.key);
   if (caKey.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
     throw new Error('the CA key must be an ECDSA P-256 key');
   }
-  const notAfter = Math.min(
-    now + (options.validityMs ?? DEFAULT_SERVING_VALIDITY_MS),
-    Date.parse(caCert.validTo),
-  );
+  const notAfter = Math.min(now + o.validityMs, Date.parse(caCert.validTo));
   const { publicKey, privateKey } = newKeyPair();
-  const san = seq(
-    ...dnsNames.map((d) => der(0x82, Buffer.from(d, 'ascii'))),
-    ...ips.map((ip) => der(0x87, ipBytes(ip))),
-  );
   const cert = certificatePem({
-    subject: options.commonName ?? dnsNames[0] ?? ips[0]!,
+    subject: o.subject,
     issuer: subjectNameDer(caCert.raw),
     subjectPublicKey: publicKey,
     issuerPublicKey: caCert.publicKey,
@@ -314,8 +342,8 @@ export function issueServingCertificate(ca: KeyPairPem, options: ServingCertific
     extensions: [
       extension(OID.basicConstraints, true, seq()),
       extension(OID.keyUsage, true, namedBits([KEY_USAGE.digitalSignature])),
-      extension(OID.extKeyUsage, false, seq(oid(OID.serverAuth))),
-      extension(OID.subjectAltName, false, san),
+      extension(OID.extKeyUsage, false, seq(oid(o.usage))),
+      ...(o.san ? [extension(OID.subjectAltName, false, o.san)] : []),
     ],
   });
   return { cert, key: keyPem(privateKey) };

@@ -47,19 +47,18 @@ describe('runner pod MutatingWebhookConfiguration', () => {
     });
     assert.equal(w.namespaceSelector, undefined);
     assert.equal(w.failurePolicy, 'Fail');
-    assert.equal(w.sideEffects, 'None');
+    assert.equal(w.sideEffects, 'NoneOnDryRun', 'the webhook writes a Secret, never on dry runs');
     assert.deepEqual(w.admissionReviewVersions, ['v1']);
     assert.equal(w.timeoutSeconds, 10);
     assert.equal(w.reinvocationPolicy, 'Never');
   });
 
-  test('service client config, watch namespace, JIT side effects', () => {
+  test('service client config and watch namespace', () => {
     const obj = runnerPodWebhookConfiguration({
       name: 'custom',
       clientConfig: { service: { namespace: 'paddock-system', name: 'paddock-webhook' } },
       caBundle: CA,
       namespace: 'runners',
-      jit: true,
     });
     const w = webhookOf(obj);
     assert.deepEqual(w.clientConfig.service, {

@@ -27,8 +27,6 @@ export interface RunnerPodWebhookOptions {
   caBundle: string;
   /** `--watch-namespace`: only pods of this namespace are sent. */
   namespace?: string | undefined;
-  /** JIT mode creates runners on GitHub, so dry-run requests are answered without doing that. */
-  jit?: boolean | undefined;
   /** Default 10. */
   timeoutSeconds?: number | undefined;
   labels?: Record<string, string> | undefined;
@@ -80,7 +78,9 @@ export function runnerPodWebhookConfiguration(options: RunnerPodWebhookOptions):
         // only pods an outage holds back are runner pods, which could not have worked anyway.
         failurePolicy: 'Fail',
         matchPolicy: 'Equivalent',
-        sideEffects: options.jit ? 'NoneOnDryRun' : 'None',
+        // The webhook writes the pod's token Secret (and, in JIT mode, creates the runner on
+        // GitHub); a dry run does neither.
+        sideEffects: 'NoneOnDryRun',
         timeoutSeconds: options.timeoutSeconds ?? 10,
         reinvocationPolicy: 'Never',
       },

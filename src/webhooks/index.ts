@@ -9,6 +9,7 @@ export {
   certificatesUsable,
   generateCertificateAuthority,
   generateWebhookCertificates,
+  issueClientCertificate,
   issueServingCertificate,
   loadOrCreateWebhookCertificates,
 } from './certs.ts';
@@ -20,10 +21,25 @@ export {
   RUNNER_POD_WEBHOOK_NAME,
   runnerPodWebhookConfiguration,
 } from './configuration.ts';
+export type { JitCollisionVerdict } from './jit-collision.ts';
+export { recordedRunnerFor, staleRunnerVerdict } from './jit-collision.ts';
 export type { JsonPatchOp } from './json-patch.ts';
 export { diffJson, escapePointerToken } from './json-patch.ts';
 export type { CertificateChange, CertificateRenewalOptions } from './renewal.ts';
 export { certificateChange, transitionCaBundle, WebhookCertificateRenewal } from './renewal.ts';
+export type {
+  OwnerVerdict,
+  RunnerPodClaims,
+  RunnerPodCluster,
+  VerifiedOwner,
+} from './runner-set-owner.ts';
+export {
+  claimedRunnerSet,
+  claimedStatefulSet,
+  kubeRunnerPodCluster,
+  runnerSetMismatch,
+  verifyRunnerSetPod,
+} from './runner-set-owner.ts';
 export type {
   AdmissionContext,
   AdmissionResult,
@@ -48,3 +64,15 @@ export type {
   WebhookServerOptions,
 } from './server.ts';
 export { admissionReviewFor, reviewAdmission, WebhookServer } from './server.ts';
+export type { JitRunnerRecord, RunnerCredential, TokenSecretInput } from './token-secret.ts';
+export {
+  ANNOTATION_JIT_RUNNER_ID,
+  ANNOTATION_JIT_RUNNER_NAME,
+  invalidTokenSecretName,
+  JIT_CONFIG_SECRET_KEY,
+  recordedJitRunner,
+  TOKEN_SECRET_KEY,
+  tokenSecret,
+  tokenSecretKey,
+  tokenSecretName,
+} from './token-secret.ts';

@@ -1,11 +1,20 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { GitHubScope, JitConfigInput, JitConfigOutcome } from '../github/index.ts';
-import { GitHubApiError, GitHubClient, GitHubConfigError } from '../github/index.ts';
+import type { RunnerSet } from '../api/index.ts';
+import type {
+  GitHubRunner,
+  GitHubScope,
+  JitConfigInput,
+  JitConfigOutcome,
+  RemoveRunnerOutcome,
+} from '../github/index.ts';
+import { GitHubApiError, GitHubClient, GitHubConfigError, RunnerSnapshot } from '../github/index.ts';
 import { registrationToken } from '../github/registration-tokens.ts';
 import { capturingLogger } from '../github/test-support.ts';
 import { realClock } from '../runtime/clock.ts';
+import { KubeError } from '../runtime/errors.ts';
 import { silentLogger } from '../runtime/log.ts';
+import type { KubeObject, OwnerReference } from '../runtime/store.ts';
 import { GitHubDouble } from '../testenv/github-double/index.ts';
 import {
   type AdmissionResult,
@@ -16,10 +25,15 @@ import {
   type RunnerTokenInjectorDeps,
   runnerPodAdmissionHandler,
 } from './runner-token.ts';
-import { applyJsonPatch } from './test-support.ts';
+import { applyJsonPatch, FakeRunnerPodCluster } from './test-support.ts';
+import { ANNOTATION_JIT_RUNNER_ID, ANNOTATION_JIT_RUNNER_NAME } from './token-secret.ts';
 
 const EXPIRES_AT = Date.parse('2030-01-02T03:04:05.678Z');
 const TOKEN = 'AABBCCDDEEFFGGHHIIJJKKLLMMNNO';
+const JIT = 'JITCONFIG-SECRET';
+const NS = 'ns1';
+const STS = { name: 'rs-abcde', uid: 'sts-uid' };
+const SECRET_NAME = 'rs-abcde-runner-token';
 
 interface Env {
   name: string;
@@ -36,6 +50,7 @@ interface TestPod {
     namespace?: string;
     labels?: Record<string, string>;
     annotations?: Record<string, string>;
+    ownerReferences?: OwnerReference[];
   };
   spec: {
     restartPolicy?: string;
@@ -51,15 +66,33 @@ function scopeEnv(o: { org?: string; repo?: string; enterprise?: string } = {}):
   ];
 }
 
-function runnerPod(o: { env?: Env[]; annotations?: Record<string, string>; name?: string } = {}): TestPod {
+const STS_OWNER: OwnerReference = {
+  apiVersion: 'apps/v1',
+  kind: 'StatefulSet',
+  name: STS.name,
+  uid: STS.uid,
+  controller: true,
+  blockOwnerDeletion: true,
+};
+
+function runnerPod(
+  o: {
+    env?: Env[];
+    annotations?: Record<string, string>;
+    name?: string;
+    namespace?: string;
+    owner?: OwnerReference | null;
+  } = {},
+): TestPod {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: {
-      name: o.name ?? 'rs-abcde-0',
-      namespace: 'ns1',
+      name: o.name ?? `${STS.name}-0`,
+      namespace: o.namespace ?? NS,
       labels: { 'actions-runner-controller/inject-registration-token': 'true' },
       ...(o.annotations ? { annotations: o.annotations } : {}),
+      ...(o.owner === null ? {} : { ownerReferences: [o.owner ?? STS_OWNER] }),
     },
     spec: {
       restartPolicy: 'Always',
@@ -71,17 +104,53 @@ function runnerPod(o: { env?: Env[]; annotations?: Record<string, string>; name?
   };
 }
 
+function githubRunner(o: Partial<GitHubRunner> & { id: number; name: string }): GitHubRunner {
+  return { os: 'linux', status: 'offline', busy: false, ephemeral: true, runnerGroupId: 1, labels: [], ...o };
+}
+
 interface Calls {
   clientFor: { namespace: string; name: string; credentialsSecret: string | undefined }[];
   token: GitHubScope[];
   jit: { scope: GitHubScope; input: JitConfigInput }[];
+  listed: GitHubScope[];
+  removed: number[];
 }
 
-function stub(o: { fail?: unknown; jit?: JitConfigOutcome | (() => never); clientError?: unknown } = {}): {
+interface StubOptions {
+  fail?: unknown;
+  /** Outcomes of successive generate-jitconfig calls (the last one repeats); default: created, ID 7. */
+  jit?: (JitConfigOutcome | (() => never))[];
+  clientError?: unknown;
+  /** The RunnerSet `rs` in NS (default: organization acme, no credentials Secret). */
+  runnerSet?: Partial<RunnerSet['spec']>;
+  namespace?: string;
+  /** What GitHub lists (for the JIT name-collision check). */
+  runners?: GitHubRunner[];
+  removeOutcome?: RemoveRunnerOutcome;
+}
+
+function jitCreated(id: number, name: string): JitConfigOutcome {
+  return {
+    kind: 'created',
+    encodedJitConfig: `${JIT}-${id}`,
+    runner: githubRunner({ id, name }),
+  };
+}
+
+function stub(o: StubOptions = {}): {
   deps: RunnerTokenInjectorDeps;
   calls: Calls;
+  cluster: FakeRunnerPodCluster;
 } {
-  const calls: Calls = { clientFor: [], token: [], jit: [] };
+  const calls: Calls = { clientFor: [], token: [], jit: [], listed: [], removed: [] };
+  const cluster = new FakeRunnerPodCluster();
+  cluster.addRunnerSet({
+    namespace: o.namespace ?? NS,
+    name: 'rs',
+    uid: 'rs-uid',
+    spec: o.runnerSet ?? { organization: 'acme' },
+    statefulSet: STS,
+  });
   const client: RunnerTokenClient = {
     registrationToken: async (scope) => {
       calls.token.push(scope);
@@ -90,29 +159,28 @@ function stub(o: { fail?: unknown; jit?: JitConfigOutcome | (() => never); clien
     },
     generateJitConfig: async (scope, input) => {
       calls.jit.push({ scope, input });
-      if (typeof o.jit === 'function') return o.jit();
-      return (
-        o.jit ?? {
-          kind: 'created',
-          encodedJitConfig: 'JITCONFIG-SECRET',
-          runner: {
-            id: 7,
-            name: input.name,
-            os: 'linux',
-            status: 'offline',
-            busy: false,
-            ephemeral: true,
-            runnerGroupId: 1,
-            labels: [],
-          },
-        }
-      );
+      const outcomes = o.jit ?? [];
+      const next = outcomes[Math.min(calls.jit.length, outcomes.length) - 1];
+      if (typeof next === 'function') return next();
+      return next ?? jitCreated(7, input.name);
+    },
+    removeRunner: async (_scope, id) => {
+      calls.removed.push(id);
+      return o.removeOutcome ?? { kind: 'removed' };
+    },
+    registry: {
+      refreshNow: async (scope) => {
+        calls.listed.push(scope);
+        return new RunnerSnapshot(scope, o.runners ?? [], 0, 60_000);
+      },
     },
   };
   return {
     calls,
+    cluster,
     deps: {
       logger: silentLogger(),
+      cluster,
       github: {
         clientFor: async (pod) => {
           calls.clientFor.push(pod);
@@ -124,15 +192,35 @@ function stub(o: { fail?: unknown; jit?: JitConfigOutcome | (() => never); clien
   };
 }
 
-const ctx = { namespace: 'ns1' };
+const ctx = { namespace: NS };
+
+function envEntry(pod: TestPod, name: string): Env | undefined {
+  return pod.spec.containers[0]!.env?.filter((e) => e.name === name).at(-1);
+}
 
 function env(pod: TestPod, name: string): string | undefined {
-  return pod.spec.containers[0]!.env?.find((e) => e.name === name)?.value;
+  return envEntry(pod, name)?.value;
 }
+
+const secretRef = (key: string) => ({ secretKeyRef: { name: SECRET_NAME, key } });
 
 function patched(pod: TestPod, res: AdmissionResult): TestPod {
   assert.equal(res.allowed, true, JSON.stringify(res.status));
   return applyJsonPatch(pod, res.patch ?? []);
+}
+
+function assertNoCredential(res: AdmissionResult, ...secrets: string[]): void {
+  const text = JSON.stringify(res);
+  for (const s of [TOKEN, JIT, ...secrets]) assert.ok(!text.includes(s), `the answer carries ${s}`);
+}
+
+function decodedData(secret: KubeObject): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries((secret.data ?? {}) as Record<string, string>).map(([k, v]) => [
+      k,
+      Buffer.from(v, 'base64').toString('utf8'),
+    ]),
+  );
 }
 
 describe('runner pod token injector', () => {
@@ -153,18 +241,10 @@ describe('runner pod token injector', () => {
     });
   }
 
-  test('injects token, runner name, expiry annotation and restartPolicy Never', async () => {
+  test("a verified RunnerSet pod: the token goes into the StatefulSet's Secret and the env refers to it", async () => {
     const pod = runnerPod();
-    const { deps, calls } = stub();
+    const { deps, calls, cluster } = stub();
     const res = await mutateRunnerPod(pod, ctx, deps);
-    const expected = structuredClone(pod);
-    expected.spec.restartPolicy = 'Never';
-    expected.spec.containers[0]!.env!.push(
-      { name: 'RUNNER_NAME', value: 'rs-abcde-0' },
-      { name: 'RUNNER_TOKEN', value: TOKEN },
-    );
-    expected.metadata.annotations = { [ANNOTATION_TOKEN_EXPIRES_AT]: '2030-01-02T03:04:05Z' };
-    assert.deepEqual(patched(pod, res), expected);
     assert.deepEqual(res.patch, [
       {
         op: 'add',
@@ -173,12 +253,45 @@ describe('runner pod token injector', () => {
       },
       { op: 'replace', path: '/spec/restartPolicy', value: 'Never' },
       { op: 'add', path: '/spec/containers/0/env/3', value: { name: 'RUNNER_NAME', value: 'rs-abcde-0' } },
-      { op: 'add', path: '/spec/containers/0/env/4', value: { name: 'RUNNER_TOKEN', value: TOKEN } },
+      {
+        op: 'add',
+        path: '/spec/containers/0/env/4',
+        value: { name: 'RUNNER_TOKEN', valueFrom: secretRef('registration-token') },
+      },
     ]);
+    assertNoCredential(res);
     assert.deepEqual(calls.token, [{ kind: 'organization', org: 'acme' }]);
-    assert.deepEqual(calls.clientFor, [
-      { namespace: 'ns1', name: 'rs-abcde-0', credentialsSecret: undefined },
-    ]);
+    assert.deepEqual(calls.clientFor, [{ namespace: NS, name: 'rs-abcde-0', credentialsSecret: undefined }]);
+    assert.deepEqual(cluster.reads, ['StatefulSet ns1/rs-abcde', 'RunnerSet ns1/rs']);
+    assert.equal(cluster.applied.length, 1);
+    const secret = cluster.applied[0]!;
+    assert.deepEqual(secret.metadata, {
+      name: SECRET_NAME,
+      namespace: NS,
+      labels: { 'app.kubernetes.io/managed-by': 'paddock', 'runnerset-name': 'rs' },
+      ownerReferences: [
+        { apiVersion: 'apps/v1', kind: 'StatefulSet', name: STS.name, uid: STS.uid, controller: true },
+      ],
+    });
+    assert.equal(secret.type, 'Opaque');
+    assert.deepEqual(decodedData(secret), { 'registration-token': TOKEN });
+  });
+
+  test('an empty RUNNER_TOKEN entry loses its value and gets the Secret reference in place', async () => {
+    const pod = runnerPod({ env: [...scopeEnv(), { name: 'RUNNER_TOKEN', value: '' }] });
+    const res = await mutateRunnerPod(pod, ctx, stub().deps);
+    const out = patched(pod, res);
+    assert.deepEqual(
+      out.spec.containers[0]!.env!.filter((e) => e.name === 'RUNNER_TOKEN'),
+      [{ name: 'RUNNER_TOKEN', valueFrom: secretRef('registration-token') }],
+    );
+    assert.deepEqual(
+      res.patch?.filter((op) => op.path.startsWith('/spec/containers/0/env/3')),
+      [
+        { op: 'remove', path: '/spec/containers/0/env/3/value' },
+        { op: 'add', path: '/spec/containers/0/env/3/valueFrom', value: secretRef('registration-token') },
+      ],
+    );
   });
 
   test('existing annotations get the expiry as one escaped member', async () => {
@@ -223,25 +336,45 @@ describe('runner pod token injector', () => {
     );
   });
 
-  test('a pod with no name yet (generateName) keeps RUNNER_NAME unset but gets its token', async () => {
+  test('a pod with no name yet (generateName) keeps RUNNER_NAME unset but gets its token reference', async () => {
     const pod = runnerPod();
     delete pod.metadata.name;
-    pod.metadata.generateName = 'rd-abc-';
+    pod.metadata.generateName = 'rs-abcde-';
     const { deps, calls } = stub();
     const out = patched(pod, await mutateRunnerPod(pod, ctx, deps));
     assert.equal(env(out, 'RUNNER_NAME'), undefined);
-    assert.equal(env(out, 'RUNNER_TOKEN'), TOKEN);
-    assert.equal(calls.clientFor[0]!.name, 'rd-abc-');
+    assert.deepEqual(envEntry(out, 'RUNNER_TOKEN')?.valueFrom, secretRef('registration-token'));
+    assert.equal(calls.clientFor[0]!.name, 'rs-abcde-');
   });
 
-  test("an existing RUNNER_TOKEN is kept; the annotation still records the scope's token expiry", async () => {
+  test("a verified pod with its own RUNNER_TOKEN keeps it; the annotation still records the scope's token expiry", async () => {
     const pod = runnerPod({ env: [...scopeEnv(), { name: 'RUNNER_TOKEN', value: 'FROM-RUNNER' }] });
-    const out = patched(pod, await mutateRunnerPod(pod, ctx, stub().deps));
+    const { deps, cluster } = stub();
+    const out = patched(pod, await mutateRunnerPod(pod, ctx, deps));
     assert.equal(env(out, 'RUNNER_TOKEN'), 'FROM-RUNNER');
     assert.equal(out.metadata.annotations?.[ANNOTATION_TOKEN_EXPIRES_AT], '2030-01-02T03:04:05Z');
+    assert.equal(cluster.applied.length, 0, 'nothing to store');
   });
 
-  test('a pod that brought its own token is admitted when GitHub fails, with a warning', async () => {
+  test('an unverified pod that brings its own token or JIT config is admitted without any GitHub call', async () => {
+    for (const own of [
+      { name: 'RUNNER_TOKEN', value: 'FROM-RUNNER' },
+      { name: 'RUNNER_TOKEN', valueFrom: { secretKeyRef: { name: 'mine', key: 't' } } },
+      { name: ENV_JIT_CONFIG, value: 'MY-JIT' },
+    ]) {
+      const pod = runnerPod({ env: [...scopeEnv(), own], owner: null });
+      const { deps, calls, cluster } = stub();
+      const res = await mutateRunnerPod(pod, ctx, deps);
+      const out = patched(pod, res);
+      assert.equal(out.spec.restartPolicy, 'Never');
+      assert.deepEqual(envEntry(out, own.name), own);
+      assert.equal(out.metadata.annotations, undefined);
+      assert.equal(calls.clientFor.length + calls.token.length + calls.jit.length, 0);
+      assert.equal(cluster.applied.length, 0);
+    }
+  });
+
+  test('a verified pod that brought its own token is admitted when GitHub fails, with a warning', async () => {
     const pod = runnerPod({ env: [...scopeEnv(), { name: 'RUNNER_TOKEN', value: 'FROM-RUNNER' }] });
     const fail = new GitHubApiError({ kind: 'server', endpoint: 'POST /x', status: 502 });
     const res = await mutateRunnerPod(pod, ctx, stub({ fail }).deps);
@@ -251,23 +384,173 @@ describe('runner pod token injector', () => {
     assert.match(res.warnings?.[0] ?? '', /502/);
   });
 
-  test('the credentials annotation picks the client', async () => {
-    const pod = runnerPod({ annotations: { 'actions-runner/github-api-creds-secret': 'team-a-creds' } });
-    const { deps, calls } = stub();
+  test("the RunnerSet's credentials Secret picks the client", async () => {
+    const pod = runnerPod({
+      namespace: 'team-a',
+      annotations: { 'actions-runner/github-api-creds-secret': 'team-a-creds' },
+    });
+    const { deps, calls } = stub({
+      namespace: 'team-a',
+      runnerSet: { organization: 'acme', githubAPICredentialsFrom: { secretRef: { name: 'team-a-creds' } } },
+    });
     await mutateRunnerPod(pod, { namespace: 'team-a' }, deps);
     assert.deepEqual(calls.clientFor, [
       { namespace: 'team-a', name: 'rs-abcde-0', credentialsSecret: 'team-a-creds' },
     ]);
   });
 
-  test('repository beats organization; enterprise alone is used', async () => {
-    const { deps, calls } = stub();
-    await mutateRunnerPod(runnerPod({ env: scopeEnv({ org: 'acme', repo: 'acme/app' }) }), ctx, deps);
-    await mutateRunnerPod(runnerPod({ env: scopeEnv({ org: '', enterprise: 'ent' }) }), ctx, deps);
-    assert.deepEqual(calls.token, [
-      { kind: 'repository', owner: 'acme', repo: 'app' },
-      { kind: 'enterprise', enterprise: 'ent' },
-    ]);
+  test('a credentials Secret annotation that is not a DNS-1123 subdomain is denied with the reason', async () => {
+    const pod = runnerPod({ annotations: { 'actions-runner/github-api-creds-secret': '../Creds' } });
+    const { deps, calls, cluster } = stub();
+    const res = await mutateRunnerPod(pod, ctx, deps);
+    assert.equal(res.allowed, false);
+    assert.equal(res.status?.code, 400);
+    assert.match(res.status!.message, /runner pod ns1\/rs-abcde-0/);
+    assert.match(
+      res.status!.message,
+      /"\.\.\/Creds" is not a valid name: it must be a lower-case RFC 1123 subdomain/,
+    );
+    assert.equal(calls.clientFor.length, 0);
+    assert.equal(cluster.reads.length, 0);
+  });
+
+  test("the RunnerSet's scope is used: repository beats organization; enterprise alone is used", async () => {
+    const repo = stub({ runnerSet: { organization: 'acme', repository: 'acme/app' } });
+    await mutateRunnerPod(runnerPod({ env: scopeEnv({ org: 'acme', repo: 'acme/app' }) }), ctx, repo.deps);
+    const ent = stub({ runnerSet: { enterprise: 'ent' } });
+    await mutateRunnerPod(runnerPod({ env: scopeEnv({ org: '', enterprise: 'ent' }) }), ctx, ent.deps);
+    assert.deepEqual(repo.calls.token, [{ kind: 'repository', owner: 'acme', repo: 'app' }]);
+    assert.deepEqual(ent.calls.token, [{ kind: 'enterprise', enterprise: 'ent' }]);
+  });
+
+  describe('forged or foreign pods get no credential', () => {
+    const cases: [string, (pod: TestPod, cluster: FakeRunnerPodCluster) => void, RegExp][] = [
+      ['a bare pod (no owner)', (pod) => delete pod.metadata.ownerReferences, /has no controller owner/],
+      [
+        'a pod controlled by something else than a StatefulSet',
+        (pod) => {
+          pod.metadata.ownerReferences = [{ ...STS_OWNER, apiVersion: 'apps/v1', kind: 'ReplicaSet' }];
+        },
+        /its controller is a ReplicaSet/,
+      ],
+      [
+        'a pod naming a StatefulSet that does not exist',
+        (pod) => {
+          pod.metadata.ownerReferences = [{ ...STS_OWNER, name: 'nope' }];
+        },
+        /StatefulSet ns1\/nope does not exist/,
+      ],
+      [
+        'a pod naming a real StatefulSet with another UID',
+        (pod) => {
+          pod.metadata.ownerReferences = [{ ...STS_OWNER, uid: 'forged-uid' }];
+        },
+        /names StatefulSet ns1\/rs-abcde with UID forged-uid, but that StatefulSet has UID sts-uid/,
+      ],
+      [
+        'a pod of a StatefulSet that no RunnerSet controls',
+        (_pod, cluster) => {
+          cluster.statefulSets.get('ns1/rs-abcde')!.metadata.ownerReferences = [];
+        },
+        /StatefulSet ns1\/rs-abcde is not controlled by a RunnerSet/,
+      ],
+      [
+        'a pod whose RunnerSet is gone',
+        (_pod, cluster) => cluster.runnerSets.delete('ns1/rs'),
+        /RunnerSet ns1\/rs does not exist/,
+      ],
+      [
+        'a pod whose StatefulSet names a RunnerSet of another UID',
+        (_pod, cluster) => {
+          cluster.runnerSets.get('ns1/rs')!.metadata.uid = 'recreated';
+        },
+        /names RunnerSet ns1\/rs with UID rs-uid, but that RunnerSet has UID recreated/,
+      ],
+      [
+        'a pod asking for another organization',
+        (pod) => {
+          pod.spec.containers[0]!.env = scopeEnv({ org: 'evil' });
+        },
+        /its RUNNER_ORG "evil" is not RunnerSet ns1\/rs's organization "acme"/,
+      ],
+      [
+        'a pod asking for a repository its RunnerSet does not name',
+        (pod) => {
+          pod.spec.containers[0]!.env = scopeEnv({ repo: 'acme/secret' });
+        },
+        /its RUNNER_REPO "acme\/secret" is not RunnerSet ns1\/rs's repository ""/,
+      ],
+      [
+        'a pod whose scope comes from valueFrom',
+        (pod) => {
+          pod.spec.containers[0]!.env = [
+            { name: 'RUNNER_ORG', valueFrom: { configMapKeyRef: { name: 'x', key: 'y' } } },
+            ...scopeEnv().slice(1),
+          ];
+        },
+        /its RUNNER_ORG is not a literal value/,
+      ],
+      [
+        'a pod asking for another credentials Secret',
+        (pod) => {
+          pod.metadata.annotations = { 'actions-runner/github-api-creds-secret': 'other-team' };
+        },
+        /its credentials Secret "other-team" is not RunnerSet ns1\/rs's githubAPICredentialsFrom Secret \(none\)/,
+      ],
+    ];
+    for (const [what, forge, reason] of cases) {
+      test(`${what}: denied 403 Forbidden naming the pod and why, with no GitHub call and no Secret write`, async () => {
+        const pod = runnerPod();
+        const { deps, calls, cluster } = stub();
+        forge(pod, cluster);
+        const res = await mutateRunnerPod(pod, ctx, { ...deps, jit: {} });
+        assert.equal(res.allowed, false);
+        assert.equal(res.patch, undefined);
+        assert.equal(res.status?.code, 403);
+        assert.equal(res.status?.reason, 'Forbidden');
+        assert.match(res.status!.message, /runner pod ns1\/rs-abcde-0 gets no runner credential/);
+        assert.match(res.status!.message, reason);
+        assert.equal(calls.clientFor.length + calls.token.length + calls.jit.length, 0);
+        assert.equal(cluster.applied.length, 0);
+        assertNoCredential(res);
+      });
+    }
+
+    test('the owner check failing (API server unreachable) denies with 500 when a credential is needed', async () => {
+      const { deps, calls, cluster } = stub();
+      cluster.lookupError = new KubeError({ code: 503, reason: 'ServiceUnavailable', message: 'etcd down' });
+      const res = await mutateRunnerPod(runnerPod(), ctx, deps);
+      assert.equal(res.allowed, false);
+      assert.equal(res.status?.code, 500);
+      assert.match(res.status!.message, /cannot check the owner of runner pod ns1\/rs-abcde-0: etcd down/);
+      assert.equal(calls.token.length, 0);
+    });
+  });
+
+  test('the Secret write failing denies the creation; the message carries no token', async () => {
+    const { deps, cluster } = stub();
+    cluster.applyError = new KubeError({
+      code: 403,
+      reason: 'Forbidden',
+      message: `secrets is forbidden (echo ${TOKEN})`,
+    });
+    const res = await mutateRunnerPod(runnerPod(), ctx, deps);
+    assert.equal(res.allowed, false);
+    assert.equal(res.status?.code, 500);
+    assert.match(
+      res.status!.message,
+      /cannot write the runner's credential into Secret ns1\/rs-abcde-runner-token/,
+    );
+    assert.match(res.status!.message, /\[redacted\]/);
+    assertNoCredential(res);
+  });
+
+  test('dry run: the token reference is patched but no Secret is written', async () => {
+    const pod = runnerPod();
+    const { deps, cluster } = stub();
+    const res = await mutateRunnerPod(pod, { ...ctx, dryRun: true }, deps);
+    assert.deepEqual(envEntry(patched(pod, res), 'RUNNER_TOKEN')?.valueFrom, secretRef('registration-token'));
+    assert.equal(cluster.applied.length, 0);
   });
 
   test('a GitHub failure denies the creation, naming the pod and the cause', async () => {
@@ -277,13 +560,15 @@ describe('runner pod token injector', () => {
       status: 502,
       githubMessage: 'Server Error',
     });
-    const res = await mutateRunnerPod(runnerPod(), ctx, stub({ fail }).deps);
+    const { deps, cluster } = stub({ fail });
+    const res = await mutateRunnerPod(runnerPod(), ctx, deps);
     assert.equal(res.allowed, false);
     assert.equal(res.patch, undefined);
     assert.equal(res.status?.code, 500);
     assert.match(res.status!.message, /ns1\/rs-abcde-0/);
     assert.match(res.status!.message, /registration token/);
     assert.match(res.status!.message, /502: Server Error/);
+    assert.equal(cluster.applied.length, 0);
   });
 
   test('a rate limit says so', async () => {
@@ -309,6 +594,8 @@ describe('runner pod token injector', () => {
             opts?.signal?.addEventListener('abort', () => reject(opts.signal!.reason));
           }),
         generateJitConfig: async () => assert.fail('no JIT'),
+        removeRunner: async () => assert.fail('no removal'),
+        registry: { refreshNow: async () => assert.fail('no listing') },
       }),
     };
     const res = await mutateRunnerPod(runnerPod(), ctx, { ...deps, githubTimeoutMs: 50 });
@@ -317,11 +604,19 @@ describe('runner pod token injector', () => {
   });
 
   test('configuration problems deny with their message', async () => {
-    const bad = await mutateRunnerPod(runnerPod({ env: scopeEnv({ repo: 'no-slash' }) }), ctx, stub().deps);
+    const bad = await mutateRunnerPod(
+      runnerPod({ env: scopeEnv({ org: '', repo: 'no-slash' }) }),
+      ctx,
+      stub({ runnerSet: { repository: 'no-slash' } }).deps,
+    );
     assert.equal(bad.allowed, false);
     assert.match(bad.status!.message, /invalid repository name/);
 
-    const empty = await mutateRunnerPod(runnerPod({ env: scopeEnv({ org: '' }) }), ctx, stub().deps);
+    const empty = await mutateRunnerPod(
+      runnerPod({ env: scopeEnv({ org: '' }) }),
+      ctx,
+      stub({ runnerSet: {} }).deps,
+    );
     assert.equal(empty.allowed, false);
     assert.match(empty.status!.message, /all empty/);
 
@@ -338,6 +633,7 @@ describe('runner pod token injector', () => {
       { spec: {} },
       { spec: { containers: [{ image: 'x' }] } },
       { kind: 'Secret', spec: { containers: [] } },
+      { metadata: { ownerReferences: [{ kind: 'StatefulSet' }] }, spec: { containers: [] } },
     ]) {
       const res = await mutateRunnerPod(raw, ctx, stub().deps);
       assert.equal(res.allowed, false);
@@ -346,14 +642,17 @@ describe('runner pod token injector', () => {
     }
   });
 
-  test('the token never reaches the logs', async () => {
+  test('neither the token nor a JIT config reaches the logs or the answer', async () => {
     const { logger, text } = capturingLogger();
     const { deps } = stub();
-    await mutateRunnerPod(runnerPod(), ctx, { ...deps, logger });
-    await mutateRunnerPod(runnerPod(), ctx, { ...deps, logger, jit: {} });
+    const results = [
+      await mutateRunnerPod(runnerPod(), ctx, { ...deps, logger }),
+      await mutateRunnerPod(runnerPod(), ctx, { ...deps, logger, jit: {} }),
+    ];
     assert.match(text(), /registration token/);
     assert.doesNotMatch(text(), new RegExp(TOKEN));
-    assert.doesNotMatch(text(), /JITCONFIG-SECRET/);
+    assert.doesNotMatch(text(), new RegExp(JIT));
+    for (const r of results) assertNoCredential(r);
   });
 
   describe('JIT mode', () => {
@@ -363,22 +662,26 @@ describe('runner pod token injector', () => {
       assert.equal(calls.jit.length, 0);
     });
 
-    test('injects a JIT config instead of a token', async () => {
+    test("the JIT config goes into the StatefulSet's Secret with the runner ID; the pod gets the reference and actions-runner/id", async () => {
       const pod = runnerPod({
         env: [
-          ...scopeEnv({ repo: 'acme/app' }),
+          ...scopeEnv({ org: 'acme', repo: 'acme/app' }),
           { name: 'RUNNER_LABELS', value: 'gpu, big ,' },
           { name: 'RUNNER_WORKDIR', value: '/runner/_work' },
         ],
       });
-      const { deps, calls } = stub();
+      const { deps, calls, cluster } = stub({ runnerSet: { organization: 'acme', repository: 'acme/app' } });
       const res = await mutateRunnerPod(pod, ctx, { ...deps, jit: { runnerGroupId: 3 } });
       const out = patched(pod, res);
-      assert.equal(env(out, ENV_JIT_CONFIG), 'JITCONFIG-SECRET');
-      assert.equal(env(out, 'RUNNER_TOKEN'), undefined);
+      assertNoCredential(res, `${JIT}-7`);
+      assert.deepEqual(envEntry(out, ENV_JIT_CONFIG), {
+        name: ENV_JIT_CONFIG,
+        valueFrom: secretRef('jit-config'),
+      });
+      assert.equal(envEntry(out, 'RUNNER_TOKEN'), undefined);
       assert.equal(env(out, 'RUNNER_NAME'), 'rs-abcde-0');
       assert.equal(out.spec.restartPolicy, 'Never');
-      assert.equal(out.metadata.annotations, undefined);
+      assert.deepEqual(out.metadata.annotations, { 'actions-runner/id': '7' });
       assert.equal(calls.token.length, 0);
       assert.deepEqual(calls.jit, [
         {
@@ -391,28 +694,33 @@ describe('runner pod token injector', () => {
           },
         },
       ]);
+      const secret = cluster.applied[0]!;
+      assert.deepEqual(decodedData(secret), { 'jit-config': `${JIT}-7` });
+      assert.deepEqual(secret.metadata.annotations, {
+        [ANNOTATION_JIT_RUNNER_ID]: '7',
+        [ANNOTATION_JIT_RUNNER_NAME]: 'rs-abcde-0',
+      });
     });
 
     test('falls back to a token for a runner group named in the pod', async () => {
       const { deps, calls } = stub();
       const grouped = runnerPod({ env: [...scopeEnv(), { name: 'RUNNER_GROUP', value: 'builders' }] });
       const out = patched(grouped, await mutateRunnerPod(grouped, ctx, { ...deps, jit: {} }));
-      assert.equal(env(out, 'RUNNER_TOKEN'), TOKEN);
-      assert.equal(env(out, ENV_JIT_CONFIG), undefined);
+      assert.deepEqual(envEntry(out, 'RUNNER_TOKEN')?.valueFrom, secretRef('registration-token'));
+      assert.equal(envEntry(out, ENV_JIT_CONFIG), undefined);
       assert.equal(calls.jit.length, 0, 'never registered in the default group by mistake');
     });
 
     test('falls back to a token for enterprise scopes and non-ephemeral runners', async () => {
+      const ent = stub({ runnerSet: { enterprise: 'ent' } });
+      const entPod = runnerPod({ env: scopeEnv({ org: '', enterprise: 'ent' }) });
+      const entOut = patched(entPod, await mutateRunnerPod(entPod, ctx, { ...ent.deps, jit: {} }));
+      assert.ok(envEntry(entOut, 'RUNNER_TOKEN')?.valueFrom);
       const { deps, calls } = stub();
-      const jitDeps = { ...deps, jit: {} };
-      const ent = runnerPod({ env: scopeEnv({ org: '', enterprise: 'ent' }) });
-      assert.equal(env(patched(ent, await mutateRunnerPod(ent, ctx, jitDeps)), 'RUNNER_TOKEN'), TOKEN);
       const persistent = runnerPod({ env: [...scopeEnv(), { name: 'RUNNER_EPHEMERAL', value: 'false' }] });
-      assert.equal(
-        env(patched(persistent, await mutateRunnerPod(persistent, ctx, jitDeps)), 'RUNNER_TOKEN'),
-        TOKEN,
-      );
-      assert.equal(calls.jit.length, 0);
+      const out = patched(persistent, await mutateRunnerPod(persistent, ctx, { ...deps, jit: {} }));
+      assert.ok(envEntry(out, 'RUNNER_TOKEN')?.valueFrom);
+      assert.equal(calls.jit.length + ent.calls.jit.length, 0);
     });
 
     test('a pod that already has a token or a JIT config gets no JIT config', async () => {
@@ -423,17 +731,18 @@ describe('runner pod token injector', () => {
       const withJit = runnerPod({ env: [...scopeEnv(), { name: ENV_JIT_CONFIG, value: 'J' }] });
       const out = patched(withJit, await mutateRunnerPod(withJit, ctx, jitDeps));
       assert.equal(env(out, ENV_JIT_CONFIG), 'J');
-      assert.equal(env(out, 'RUNNER_TOKEN'), undefined);
+      assert.equal(envEntry(out, 'RUNNER_TOKEN'), undefined);
       assert.equal(calls.jit.length, 0);
       assert.equal(calls.token.length, 1);
     });
 
-    test('dry runs create no runner on GitHub', async () => {
-      const { deps, calls } = stub();
+    test('dry runs create no runner on GitHub and write no Secret', async () => {
+      const { deps, calls, cluster } = stub();
       const pod = runnerPod();
       const res = await mutateRunnerPod(pod, { ...ctx, dryRun: true }, { ...deps, jit: {} });
       assert.equal(calls.jit.length, 0);
-      assert.equal(env(patched(pod, res), ENV_JIT_CONFIG), undefined);
+      assert.equal(cluster.applied.length, 0);
+      assert.equal(envEntry(patched(pod, res), ENV_JIT_CONFIG), undefined);
       assert.match(res.warnings?.[0] ?? '', /dry run/);
     });
 
@@ -441,7 +750,7 @@ describe('runner pod token injector', () => {
       const cases: [JitConfigOutcome, RegExp][] = [
         [
           { kind: 'nameTaken', message: 'Already exists' },
-          /a runner named "rs-abcde-0" is already registered in orgs\/acme/,
+          /a runner named "rs-abcde-0" is already registered in orgs\/acme: Already exists; it is not removed because the StatefulSet's token Secret records no runner paddock created/,
         ],
         [
           { kind: 'rateLimited', cause: 'secondary', resetAt: 0, message: 'slow down' },
@@ -451,16 +760,179 @@ describe('runner pod token injector', () => {
         [{ kind: 'notFound', message: 'Not Found' }, /refused \(notFound\)/],
       ];
       for (const [outcome, re] of cases) {
-        const res = await mutateRunnerPod(runnerPod(), ctx, { ...stub({ jit: outcome }).deps, jit: {} });
+        const { deps, cluster, calls } = stub({ jit: [outcome] });
+        const res = await mutateRunnerPod(runnerPod(), ctx, { ...deps, jit: {} });
         assert.equal(res.allowed, false);
         assert.match(res.status!.message, /just-in-time runner configuration for runner pod ns1\/rs-abcde-0/);
         assert.match(res.status!.message, re);
+        assert.equal(cluster.applied.length, 0);
+        assert.equal(calls.removed.length, 0);
       }
+    });
+
+    test('a JIT Secret that cannot be written: the new runner is removed again and the creation denied', async () => {
+      const { deps, calls, cluster } = stub();
+      cluster.applyError = new KubeError({ code: 403, reason: 'Forbidden', message: 'secrets is forbidden' });
+      const res = await mutateRunnerPod(runnerPod(), ctx, { ...deps, jit: {} });
+      assert.equal(res.allowed, false);
+      assert.match(res.status!.message, /secrets is forbidden/);
+      assert.deepEqual(calls.removed, [7]);
+      assertNoCredential(res, `${JIT}-7`);
+    });
+
+    describe('name collisions (409)', () => {
+      const taken: JitConfigOutcome = { kind: 'nameTaken', message: 'Already exists' };
+
+      /** The Secret as paddock wrote it for the pod's previous incarnation (runner 5). */
+      function withRecord(
+        cluster: FakeRunnerPodCluster,
+        o: { id?: string; name?: string; ownerUid?: string; managed?: boolean } = {},
+      ): void {
+        cluster.secrets.set(`${NS}/${SECRET_NAME}`, {
+          metadata: {
+            name: SECRET_NAME,
+            namespace: NS,
+            labels: o.managed === false ? {} : { 'app.kubernetes.io/managed-by': 'paddock' },
+            annotations: {
+              [ANNOTATION_JIT_RUNNER_ID]: o.id ?? '5',
+              [ANNOTATION_JIT_RUNNER_NAME]: o.name ?? 'rs-abcde-0',
+            },
+            ownerReferences: [
+              { apiVersion: 'apps/v1', kind: 'StatefulSet', name: STS.name, uid: o.ownerUid ?? STS.uid },
+            ],
+          },
+        });
+      }
+
+      test('the offline runner paddock recorded for this pod is removed and the JIT config retried once', async () => {
+        const { deps, calls, cluster } = stub({
+          jit: [taken, jitCreated(8, 'rs-abcde-0')],
+          runners: [githubRunner({ id: 5, name: 'rs-abcde-0', status: 'offline' })],
+        });
+        withRecord(cluster);
+        const pod = runnerPod();
+        const res = await mutateRunnerPod(pod, ctx, { ...deps, jit: {} });
+        const out = patched(pod, res);
+        assert.deepEqual(calls.removed, [5]);
+        assert.equal(calls.jit.length, 2);
+        assert.equal(out.metadata.annotations?.['actions-runner/id'], '8');
+        assert.equal(cluster.applied.at(-1)!.metadata.annotations?.[ANNOTATION_JIT_RUNNER_ID], '8');
+      });
+
+      test('a runner already gone by the time it is removed (404) counts as removed', async () => {
+        const { deps, calls, cluster } = stub({
+          jit: [taken, jitCreated(8, 'rs-abcde-0')],
+          runners: [githubRunner({ id: 5, name: 'rs-abcde-0' })],
+          removeOutcome: { kind: 'notFound' },
+        });
+        withRecord(cluster);
+        const res = await mutateRunnerPod(runnerPod(), ctx, { ...deps, jit: {} });
+        assert.equal(res.allowed, true);
+        assert.equal(calls.jit.length, 2);
+      });
+
+      const refusals: [
+        string,
+        Partial<StubOptions>,
+        Parameters<typeof withRecord>[1] | null,
+        RegExp,
+        { listed: boolean },
+      ][] = [
+        [
+          'no record (another runner of that name)',
+          { runners: [githubRunner({ id: 5, name: 'rs-abcde-0' })] },
+          null,
+          /records no runner paddock created/,
+          { listed: false },
+        ],
+        [
+          'a record of a Secret paddock does not manage',
+          {},
+          { managed: false },
+          /records no runner paddock created/,
+          { listed: false },
+        ],
+        [
+          'a record left by another StatefulSet of that name',
+          {},
+          { ownerUid: 'old-sts' },
+          /records no runner paddock created/,
+          { listed: false },
+        ],
+        [
+          'a record of another runner name',
+          {},
+          { name: 'rs-abcde-1' },
+          /records runner 5 named "rs-abcde-1", not "rs-abcde-0"/,
+          { listed: false },
+        ],
+        [
+          'the recorded runner is no longer listed',
+          { runners: [githubRunner({ id: 6, name: 'rs-abcde-0' })] },
+          {},
+          /runner 5, which paddock created for the pod, is no longer listed/,
+          { listed: true },
+        ],
+        [
+          'the recorded runner is online',
+          { runners: [githubRunner({ id: 5, name: 'rs-abcde-0', status: 'online' })] },
+          {},
+          /runner 5 is online/,
+          { listed: true },
+        ],
+        [
+          'the recorded runner is busy',
+          { runners: [githubRunner({ id: 5, name: 'rs-abcde-0', busy: true })] },
+          {},
+          /runner 5 is running a job/,
+          { listed: true },
+        ],
+        [
+          'GitHub refuses the removal (busy meanwhile)',
+          {
+            runners: [githubRunner({ id: 5, name: 'rs-abcde-0' })],
+            removeOutcome: { kind: 'busy', message: 'Bad request - Runner is currently running a job' },
+          },
+          {},
+          /removing the stale runner 5 failed \(busy\)/,
+          { listed: true },
+        ],
+      ];
+      for (const [what, options, record, reason, { listed }] of refusals) {
+        test(`${what}: denied, the runner left alone`, async () => {
+          const { deps, calls, cluster } = stub({ jit: [taken], ...options });
+          if (record) withRecord(cluster, record);
+          const res = await mutateRunnerPod(runnerPod(), ctx, { ...deps, jit: {} });
+          assert.equal(res.allowed, false);
+          assert.match(
+            res.status!.message,
+            /a runner named "rs-abcde-0" is already registered in orgs\/acme/,
+          );
+          assert.match(res.status!.message, reason);
+          if (!/removal/.test(what)) assert.deepEqual(calls.removed, []);
+          assert.equal(calls.listed.length, listed ? 1 : 0);
+          assert.equal(calls.jit.length, 1);
+          assert.equal(cluster.applied.length, 0);
+        });
+      }
+
+      test('a second 409 after the removal is not retried again', async () => {
+        const { deps, calls, cluster } = stub({
+          jit: [taken, taken],
+          runners: [githubRunner({ id: 5, name: 'rs-abcde-0' })],
+        });
+        withRecord(cluster);
+        const res = await mutateRunnerPod(runnerPod(), ctx, { ...deps, jit: {} });
+        assert.equal(res.allowed, false);
+        assert.equal(calls.jit.length, 2);
+        assert.deepEqual(calls.removed, [5]);
+        assert.match(res.status!.message, /already registered/);
+      });
     });
   });
 
   test('admission handler: CREATE only, namespace from the request', async () => {
-    const { deps, calls } = stub();
+    const { deps, calls } = stub({ namespace: 'ns9' });
     const handler = runnerPodAdmissionHandler(deps);
     const signal = new AbortController().signal;
     const pod = runnerPod();
@@ -496,29 +968,90 @@ describe('runner pod token injector against the GitHub double', () => {
     await double.stop();
   });
 
-  test('injects a token the double issued, one GitHub call for many pods', async () => {
-    const deps: RunnerTokenInjectorDeps = {
+  function depsWith(cluster: FakeRunnerPodCluster, jit?: boolean): RunnerTokenInjectorDeps {
+    return {
       logger: silentLogger(),
+      cluster,
       github: { clientFor: async () => client },
+      ...(jit ? { jit: {} } : {}),
     };
+  }
+
+  function clusterFor(spec: Partial<RunnerSet['spec']>, statefulSets: { name: string; uid: string }[]) {
+    const cluster = new FakeRunnerPodCluster();
+    for (const sts of statefulSets) {
+      cluster.addRunnerSet({ namespace: NS, name: 'rs', uid: 'rs-uid', spec, statefulSet: sts });
+    }
+    return cluster;
+  }
+
+  const podOf = (sts: { name: string; uid: string }, env: Env[] = scopeEnv()) =>
+    runnerPod({ name: `${sts.name}-0`, env, owner: { ...STS_OWNER, name: sts.name, uid: sts.uid } });
+
+  test('stores a token the double issued, one GitHub call for many pods', async () => {
+    const a = { name: 'a', uid: 'a-uid' };
+    const b = { name: 'b', uid: 'b-uid' };
+    const cluster = clusterFor({ organization: 'acme' }, [a, b]);
     const route = 'POST /orgs/{org}/actions/runners/registration-token';
     const before = double.requestCount(route);
-    const pods = [runnerPod({ name: 'a-0' }), runnerPod({ name: 'b-0' })];
-    const outs = await Promise.all(pods.map(async (p) => patched(p, await mutateRunnerPod(p, ctx, deps))));
-    const injected = outs.map((o) => env(o, 'RUNNER_TOKEN')!);
-    assert.equal(injected[0], injected[1]);
-    assert.ok(double.model.tokens.has(injected[0]!));
+    const results = await Promise.all(
+      [a, b].map((sts) => mutateRunnerPod(podOf(sts), ctx, depsWith(cluster))),
+    );
+    for (const r of results) assert.equal(r.allowed, true);
+    const stored = cluster.applied.map((s) => decodedData(s)['registration-token']!);
+    assert.equal(stored.length, 2);
+    assert.equal(stored[0], stored[1]);
+    assert.ok(double.model.tokens.has(stored[0]!));
     assert.equal(double.requestCount(route) - before, 1);
+    for (const r of results) assert.ok(!JSON.stringify(r).includes(stored[0]!));
+  });
+
+  test('JIT: a recreated pod heals the name collision with the offline runner of its previous incarnation', async () => {
+    const sts = { name: 'jit-sts', uid: 'jit-uid' };
+    const cluster = clusterFor({ organization: 'acme' }, [sts]);
+    const first = await mutateRunnerPod(podOf(sts), ctx, depsWith(cluster, true));
+    assert.equal(first.allowed, true, JSON.stringify(first.status));
+    const firstId = Number(cluster.applied[0]!.metadata.annotations?.[ANNOTATION_JIT_RUNNER_ID]);
+    assert.equal(double.runnerByName('orgs/acme', 'jit-sts-0')?.id, firstId);
+
+    // The pod is recreated before its runner ever came online: GitHub answers 409 for the name.
+    const second = await mutateRunnerPod(podOf(sts), ctx, depsWith(cluster, true));
+    assert.equal(second.allowed, true, JSON.stringify(second.status));
+    const secondId = Number(cluster.applied[1]!.metadata.annotations?.[ANNOTATION_JIT_RUNNER_ID]);
+    assert.notEqual(secondId, firstId);
+    assert.equal(double.model.runners.get(firstId), undefined, 'the stale runner was removed');
+    assert.equal(double.runnerByName('orgs/acme', 'jit-sts-0')?.id, secondId);
+    const out = applyJsonPatch(podOf(sts), second.patch ?? []);
+    assert.equal(out.metadata.annotations?.['actions-runner/id'], String(secondId));
+
+    // Online now: a third pod of that name is refused and the live runner stays.
+    double.registerRunner({ jitConfig: decodedData(cluster.applied[1]!)['jit-config']! });
+    const third = await mutateRunnerPod(podOf(sts), ctx, depsWith(cluster, true));
+    assert.equal(third.allowed, false);
+    assert.match(third.status!.message, new RegExp(`runner ${secondId} is online`));
+    assert.ok(double.model.runners.get(secondId));
+  });
+
+  test("JIT: someone else's runner of the pod's name is never removed", async () => {
+    const sts = { name: 'foreign-sts', uid: 'foreign-uid' };
+    const cluster = clusterFor({ organization: 'acme' }, [sts]);
+    const { runner } = double.model.generateJitConfig('orgs/acme', {
+      name: 'foreign-sts-0',
+      runnerGroupId: 1,
+      labels: ['self-hosted'],
+    });
+    const res = await mutateRunnerPod(podOf(sts), ctx, depsWith(cluster, true));
+    assert.equal(res.allowed, false);
+    assert.match(res.status!.message, /records no runner paddock created/);
+    assert.ok(double.model.runners.get(runner.id));
   });
 
   test('a rate-limited registration is denied with a rate-limit message', async () => {
     double.addOrg('limited');
     double.setRateLimit(token, { resource: 'actions_runner_registration', remaining: 0, resetInMs: 600_000 });
-    const deps: RunnerTokenInjectorDeps = {
-      logger: silentLogger(),
-      github: { clientFor: async () => client },
-    };
-    const res = await mutateRunnerPod(runnerPod({ env: scopeEnv({ org: 'limited' }) }), ctx, deps);
+    const sts = { name: 'lim', uid: 'lim-uid' };
+    const cluster = clusterFor({ organization: 'limited' }, [sts]);
+    const res = await mutateRunnerPod(podOf(sts, scopeEnv({ org: 'limited' })), ctx, depsWith(cluster));
     assert.equal(res.allowed, false);
     assert.match(res.status!.message, /rate limit exceeded/i);
   });

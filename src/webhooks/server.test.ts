@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import https from 'node:https';
 import { after, before, describe, test } from 'node:test';
 import { silentLogger } from '../runtime/log.ts';
-import { generateWebhookCertificates, type WebhookCertificates } from './certs.ts';
+import {
+  generateCertificateAuthority,
+  generateWebhookCertificates,
+  issueClientCertificate,
+  type KeyPairPem,
+  type WebhookCertificates,
+} from './certs.ts';
 import type { AdmissionResult } from './runner-token.ts';
 import { type AdmissionHandler, admissionReviewFor, reviewAdmission, WebhookServer } from './server.ts';
 
@@ -121,6 +127,7 @@ function call(
   path: string,
   body?: string,
   headers: Record<string, string> = {},
+  clientCert?: KeyPairPem,
 ): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
     const req = https.request(
@@ -130,6 +137,8 @@ function call(
         method,
         path,
         ca,
+        agent: false,
+        ...(clientCert ? { cert: clientCert.cert, key: clientCert.key } : {}),
         headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
       },
       (res) => {
@@ -260,6 +269,77 @@ describe('webhook HTTPS server', () => {
         (await call(port, renewed.ca.cert, 'GET', '/healthz', undefined, { connection: 'close' })).status,
         200,
       );
+    } finally {
+      server.setCertificate(certs.serving);
+    }
+  });
+});
+
+describe('webhook HTTPS server with --webhook-client-ca', () => {
+  const certs = generateWebhookCertificates({ ipAddresses: ['127.0.0.1'] });
+  const apiServerCa = generateCertificateAuthority({ commonName: 'kube-apiserver webhook clients' });
+  const apiServer = issueClientCertificate(apiServerCa, { commonName: 'kube-apiserver' });
+  const strangerCa = generateCertificateAuthority({ commonName: 'someone else' });
+  const stranger = issueClientCertificate(strangerCa, { commonName: 'kube-apiserver' });
+  let server: WebhookServer;
+  let port: number;
+  let handled = 0;
+
+  before(async () => {
+    server = new WebhookServer({
+      tls: certs.serving,
+      host: '127.0.0.1',
+      port: 0,
+      logger: silentLogger(),
+      clientCa: apiServerCa.cert,
+      handlers: {
+        '/mutate-runner-set-pod': async () => {
+          handled++;
+          return { allowed: true };
+        },
+      },
+    });
+    port = await server.start();
+  });
+  after(() => server.stop());
+
+  const post = (clientCert?: KeyPairPem) =>
+    call(
+      port,
+      certs.ca.cert,
+      'POST',
+      '/mutate-runner-set-pod',
+      review({ uid: 'm1', object: {} }),
+      {},
+      clientCert,
+    );
+
+  test('a client presenting a certificate of that CA is served', async () => {
+    const res = await post(apiServer);
+    assert.equal(res.status, 200);
+    assert.equal(JSON.parse(res.body).response.uid, 'm1');
+  });
+
+  test('a client without a certificate cannot complete a request', async () => {
+    const before = handled;
+    await assert.rejects(post(), /certificate required/);
+    assert.equal(handled, before);
+  });
+
+  test('a client certificate of another CA is refused in the handshake', async () => {
+    const before = handled;
+    // TLS 1.3: the server's "unknown CA" alert arrives after the client's handshake finished.
+    await assert.rejects(post(stranger), /unknown ca|socket hang up|ECONNRESET/i);
+    assert.equal(handled, before);
+  });
+
+  test('a renewed serving certificate still asks for the client certificate', async () => {
+    const renewed = generateWebhookCertificates({ ipAddresses: ['127.0.0.1'] });
+    server.setCertificate(renewed.serving);
+    try {
+      const ok = await call(port, renewed.ca.cert, 'GET', '/healthz', undefined, {}, apiServer);
+      assert.equal(ok.status, 200);
+      await assert.rejects(call(port, renewed.ca.cert, 'GET', '/healthz'), /certificate required/);
     } finally {
       server.setCertificate(certs.serving);
     }

@@ -165,6 +165,11 @@ export interface WebhookServerOptions {
   handlerTimeoutMs?: number | undefined;
   /** Time to receive a whole request (default 10 s). */
   requestTimeoutMs?: number | undefined;
+  /**
+   * PEM of the CA that signs the API server's webhook client certificate. When set, the TLS
+   * handshake fails for clients without a certificate it signed, so nobody else can call us.
+   */
+  clientCa?: string | undefined;
 }
 
 export class WebhookServer {
@@ -176,6 +181,7 @@ export class WebhookServer {
   private readonly maxBodyBytes: number;
   private readonly handlerTimeoutMs: number;
   private readonly counts = new Map<string, number>();
+  private readonly clientCa: string | undefined;
   private listening = false;
 
   constructor(options: WebhookServerOptions) {
@@ -185,8 +191,12 @@ export class WebhookServer {
     this.requestedPort = options.port ?? 9443;
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.handlerTimeoutMs = options.handlerTimeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
+    this.clientCa = options.clientCa;
     this.server = https.createServer(
-      { key: options.tls.key, cert: options.tls.cert, minVersion: 'TLSv1.2' },
+      {
+        ...this.secureContext(options.tls),
+        ...(this.clientCa ? { requestCert: true, rejectUnauthorized: true } : {}),
+      },
       (req, res) => {
         this.serve(req, res).catch((err) => {
           this.log.error({ err }, 'webhook request failed');
@@ -236,9 +246,18 @@ export class WebhookServer {
     return n;
   }
 
-  /** Serves a renewed certificate to new connections. */
+  /** Serves a renewed certificate to new connections (still asking for client certificates). */
   setCertificate(tls: KeyPairPem): void {
-    this.server.setSecureContext({ key: tls.key, cert: tls.cert, minVersion: 'TLSv1.2' });
+    this.server.setSecureContext(this.secureContext(tls));
+  }
+
+  private secureContext(tls: KeyPairPem) {
+    return {
+      key: tls.key,
+      cert: tls.cert,
+      minVersion: 'TLSv1.2' as const,
+      ...(this.clientCa ? { ca: this.clientCa } : {}),
+    };
   }
 
   async stop(): Promise<void> {

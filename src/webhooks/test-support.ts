@@ -1,4 +1,7 @@
+import type { RunnerSet } from '../api/index.ts';
+import type { KubeObject, OwnerReference } from '../runtime/store.ts';
 import type { JsonPatchOp } from './json-patch.ts';
+import type { RunnerPodCluster } from './runner-set-owner.ts';
 
 /**
  * A small RFC 6902 applier (add, replace, remove) for tests: strict about paths, so a patch that
@@ -62,4 +65,82 @@ function child(parent: unknown, t: string, path: string): unknown {
     return (parent as Record<string, unknown>)[t];
   }
   throw new Error(`no member ${t} in ${path}`);
+}
+
+/** A RunnerPodCluster in memory: objects keyed `namespace/name`, every call recorded. */
+export class FakeRunnerPodCluster implements RunnerPodCluster {
+  readonly statefulSets = new Map<string, KubeObject>();
+  readonly runnerSets = new Map<string, RunnerSet>();
+  readonly secrets = new Map<string, KubeObject>();
+  /** Secrets written, in order. */
+  readonly applied: KubeObject[] = [];
+  readonly reads: string[] = [];
+  /** Thrown by every lookup when set (an unreachable API server). */
+  lookupError: unknown;
+  /** Thrown by applySecret when set. */
+  applyError: unknown;
+
+  private async read<T>(kind: string, map: Map<string, T>, ns: string, name: string): Promise<T | undefined> {
+    this.reads.push(`${kind} ${ns}/${name}`);
+    if (this.lookupError !== undefined) throw this.lookupError;
+    return structuredClone(map.get(`${ns}/${name}`));
+  }
+
+  statefulSet(ns: string, name: string) {
+    return this.read('StatefulSet', this.statefulSets, ns, name);
+  }
+  runnerSet(ns: string, name: string) {
+    return this.read('RunnerSet', this.runnerSets, ns, name);
+  }
+  secret(ns: string, name: string) {
+    return this.read('Secret', this.secrets, ns, name);
+  }
+  async applySecret(secret: KubeObject): Promise<void> {
+    if (this.applyError !== undefined) throw this.applyError;
+    this.applied.push(structuredClone(secret));
+    this.secrets.set(`${secret.metadata.namespace}/${secret.metadata.name}`, structuredClone(secret));
+  }
+
+  /** A RunnerSet and one StatefulSet it controls; returns the pod's owner reference. */
+  addRunnerSet(o: {
+    namespace: string;
+    name: string;
+    uid: string;
+    spec: Partial<RunnerSet['spec']>;
+    statefulSet: { name: string; uid: string };
+  }): OwnerReference {
+    this.runnerSets.set(`${o.namespace}/${o.name}`, {
+      apiVersion: 'actions.summerwind.dev/v1alpha1',
+      kind: 'RunnerSet',
+      metadata: { name: o.name, namespace: o.namespace, uid: o.uid },
+      spec: o.spec as RunnerSet['spec'],
+    });
+    this.statefulSets.set(`${o.namespace}/${o.statefulSet.name}`, {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: {
+        name: o.statefulSet.name,
+        namespace: o.namespace,
+        uid: o.statefulSet.uid,
+        ownerReferences: [
+          {
+            apiVersion: 'actions.summerwind.dev/v1alpha1',
+            kind: 'RunnerSet',
+            name: o.name,
+            uid: o.uid,
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
+      },
+    });
+    return {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      name: o.statefulSet.name,
+      uid: o.statefulSet.uid,
+      controller: true,
+      blockOwnerDeletion: true,
+    };
+  }
 }

@@ -1,4 +1,27 @@
-import { type CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { type CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+
+/**
+ * A runner container env variable as the runner process would see it: the literal value, or the
+ * Secret key it refers to read from the API server (the pod webhook puts tokens there). Undefined
+ * when the variable, its Secret or its key is missing.
+ */
+export async function runnerEnvValue(
+  core: CoreV1Api,
+  namespace: string,
+  pod: V1Pod,
+  name: string,
+): Promise<string | undefined> {
+  const entry = pod.spec?.containers
+    .find((c) => c.name === 'runner')
+    ?.env?.filter((e) => e.name === name)
+    .at(-1);
+  if (!entry) return undefined;
+  const ref = entry.valueFrom?.secretKeyRef;
+  if (!ref) return entry.value;
+  const secret = await core.readNamespacedSecret({ name: ref.name!, namespace }).catch(() => undefined);
+  const data = secret?.data?.[ref.key];
+  return data === undefined ? undefined : Buffer.from(data, 'base64').toString('utf8');
+}
 
 /** What the kubelet reports once a runner pod's containers started: Running and Ready. */
 export async function markRunnerPodRunning(core: CoreV1Api, namespace: string, name: string): Promise<void> {
