@@ -179,7 +179,7 @@ export class RunnerPodReconciler {
     const { pod } = pass;
     switch (step.kind) {
       case 'ignore':
-        if (step.event) this.event(pod, step.event);
+        if (step.event) this.event(pod, step.event, ctx);
         return undefined;
 
       case 'add-finalizers': {
@@ -204,11 +204,15 @@ export class RunnerPodReconciler {
           await this.deleteLinked(PODS, pod.metadata.namespace ?? 'default', name);
           await this.deleteLinked(SECRETS, pod.metadata.namespace ?? 'default', name);
         } catch (err) {
-          this.event(pod, {
-            type: 'Warning',
-            reason: 'LinkedResourcesCleanupFailed',
-            note: `Could not delete the job pods and secrets of ${name}: ${toKubeError(err).message}`,
-          });
+          this.event(
+            pod,
+            {
+              type: 'Warning',
+              reason: 'LinkedResourcesCleanupFailed',
+              note: `Could not delete the job pods and secrets of ${name}: ${toKubeError(err).message}`,
+            },
+            ctx,
+          );
           return { requeueAfterMs: 30_000 };
         }
         pass.learned.linkedCleaned = true;
@@ -216,7 +220,7 @@ export class RunnerPodReconciler {
       }
 
       case 'remove-finalizer': {
-        if (step.event) this.event(pod, step.event);
+        if (step.event) this.event(pod, step.event, ctx);
         const updated = await removeFinalizer(this.http, PODS, pod, step.finalizer);
         if (step.releaseClient) this.forget(pod);
         ctx.log.info({ finalizer: step.finalizer }, step.log);
@@ -234,7 +238,7 @@ export class RunnerPodReconciler {
         return 'continue';
 
       case 'annotate':
-        if (step.event) this.event(pod, step.event);
+        if (step.event) this.event(pod, step.event, ctx);
         if (step.log) ctx.log.info(step.log);
         pass.pod = await this.patchAnnotations(pod, step.annotations);
         return 'continue';
@@ -254,7 +258,7 @@ export class RunnerPodReconciler {
           throw err;
         }
         ctx.log.info({ reason: step.log }, 'deleted runner pod');
-        this.event(pod, step.event);
+        this.event(pod, step.event, ctx);
         return undefined;
 
       case 'force-delete':
@@ -278,16 +282,16 @@ export class RunnerPodReconciler {
           },
           'pod not gone after its deletion timeout (lost node?); deleted with grace period 0',
         );
-        this.event(pod, step.event);
+        this.event(pod, step.event, ctx);
         return { requeueAfterMs: 3000 };
 
       case 'settle':
-        await this.settle(pass, step.annotations, step.mark);
+        await this.settle(pass, step.annotations, step.mark, ctx);
         if (step.log) ctx.log.debug(step.log);
         return step.requeueAfterMs !== undefined ? { requeueAfterMs: step.requeueAfterMs } : undefined;
 
       case 'fail':
-        if (step.event) this.event(pod, step.event);
+        if (step.event) this.event(pod, step.event, ctx);
         throw new Error(step.message);
     }
   }
@@ -371,6 +375,7 @@ export class RunnerPodReconciler {
     pass: Pass,
     annotations: Record<string, string | null> | undefined,
     mark: WaitMark | 'clear' | undefined,
+    ctx: ReconcileContext,
   ): Promise<void> {
     const { pod } = pass;
     const current = pod.metadata.annotations ?? {};
@@ -386,7 +391,7 @@ export class RunnerPodReconciler {
       event = mark.event;
     }
     pass.pod = await this.patchAnnotations(pod, patch);
-    if (event) this.event(pod, event);
+    if (event) this.event(pod, event, ctx);
   }
 
   private async patchAnnotations(
@@ -417,7 +422,9 @@ export class RunnerPodReconciler {
     }
   }
 
-  private event(pod: PodObject, e: EventSpec): void {
+  /** An Event on the pod; a Warning goes to the log as well (Events cannot be written in a namespace being deleted). */
+  private event(pod: PodObject, e: EventSpec, ctx: ReconcileContext): void {
+    if (e.type === 'Warning') ctx.log.warn({ reason: e.reason }, e.note);
     this.events.record({
       regarding: { ...pod, apiVersion: 'v1', kind: 'Pod' },
       type: e.type,
