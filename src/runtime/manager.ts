@@ -19,13 +19,20 @@ import type { KubeObject } from './store.ts';
 
 export interface ManagerOptions {
   kubeConfig: KubeConfig;
+  /** Stands in for the client made from `kubeConfig` (unit tests with a fake API server). */
+  http?: KubeHttp;
   log: Logger;
   clock?: Clock;
   metrics?: RuntimeMetrics;
   /** `host:port` (or several) for /healthz, /readyz and /metrics; port 0 picks a free one; omit to serve nothing. */
   probeAddress?: string | string[];
   leaderElection?: { namespace: string; name: string; identity: string; timings?: LeaderElectionTimings };
-  /** Called after the lease is lost and controllers stopped. Default: exit the process with 1. */
+  /**
+   * Called at once when the lease is lost, after the controllers stopped handing out work (reconciles
+   * in flight have been told to abort through their signal but may still be running). Default: exit
+   * the process with 1 without waiting for them, as controller-runtime does: another replica may
+   * already be taking over.
+   */
   onLostLeadership?: () => void;
   /** Install SIGTERM/SIGINT handlers that stop the manager and exit. */
   handleSignals?: boolean;
@@ -52,7 +59,7 @@ export class Manager {
     this.clock = opts.clock ?? realClock;
     this.log = opts.log;
     this.metrics = opts.metrics ?? new RuntimeMetrics({ now: () => this.clock.now() });
-    this.http = new KubeHttp(opts.kubeConfig);
+    this.http = opts.http ?? new KubeHttp(opts.kubeConfig);
     this.events = new EventRecorder({
       http: this.http,
       clock: this.clock,
@@ -151,11 +158,18 @@ export class Manager {
       ...le,
       onStartedLeading: () => {
         this.metrics.leaderStatus.set({ name: le.name }, 1);
-        void this.startControllers();
+        this.startControllers().catch((err: unknown) =>
+          this.log.error({ err }, 'controllers could not start'),
+        );
       },
       onStoppedLeading: () => {
         this.metrics.leaderStatus.set({ name: le.name }, 0);
-        void this.stopControllers().then(() => (this.opts.onLostLeadership ?? (() => process.exit(1)))());
+        // stopControllers stops the hand-out of work before it returns its promise; the drain
+        // that follows is not waited for.
+        this.stopControllers().catch((err: unknown) =>
+          this.log.error({ err }, 'controllers did not stop cleanly'),
+        );
+        (this.opts.onLostLeadership ?? exitOnLostLeadership)();
       },
     });
     this.metrics.leaderStatus.set({ name: le.name }, 0);
@@ -168,6 +182,7 @@ export class Manager {
     await Promise.all(this.controllers.map((c) => c.start()));
   }
 
+  /** No controller hands out another key once this returns its promise; the promise waits for the drain. */
   private async stopControllers(): Promise<void> {
     await Promise.all(this.controllers.map((c) => c.stop()));
     this.controllersRunning = false;
@@ -226,4 +241,8 @@ export class Manager {
     }
     return { status: 404, body: 'not found', type: 'text/plain' };
   }
+}
+
+function exitOnLostLeadership(): never {
+  process.exit(1);
 }
