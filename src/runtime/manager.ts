@@ -24,7 +24,10 @@ export interface ManagerOptions {
   log: Logger;
   clock?: Clock;
   metrics?: RuntimeMetrics;
-  /** `host:port` (or several) for /healthz, /readyz and /metrics; port 0 picks a free one; omit to serve nothing. */
+  /**
+   * Where to serve /healthz, /readyz and /metrics (one address or several; see parseListenAddress):
+   * `:8080` is every interface, `127.0.0.1:0` a free loopback port. Omit to serve nothing.
+   */
   probeAddress?: string | string[];
   leaderElection?: { namespace: string; name: string; identity: string; timings?: LeaderElectionTimings };
   /**
@@ -126,7 +129,7 @@ export class Manager {
     return this.servers.map((s) => {
       const addr = s.address() as AddressInfo;
       const host = addr.address === '0.0.0.0' || addr.address === '::' ? '127.0.0.1' : addr.address;
-      return `http://${host}:${addr.port}`;
+      return `http://${host.includes(':') ? `[${host}]` : host}:${addr.port}`;
     });
   }
 
@@ -205,7 +208,7 @@ export class Manager {
   }
 
   private async serve(address: string): Promise<void> {
-    const [host, portText] = address.includes(':') ? address.split(/:(?=[^:]*$)/) : ['127.0.0.1', address];
+    const { host, port } = parseListenAddress(address);
     const server = http.createServer((req, res) => {
       void this.route(req.url ?? '/').then(({ status, body, type }) => {
         res.writeHead(status, { 'content-type': type });
@@ -216,7 +219,9 @@ export class Manager {
     server.headersTimeout = 5_000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(Number(portText ?? 0), host || '127.0.0.1', () => resolve());
+      // No host: every interface (IPv6 and IPv4 where the system has both), as Go's ":8080".
+      if (host === undefined) server.listen(port, () => resolve());
+      else server.listen(port, host, () => resolve());
     });
     this.servers.push(server);
   }
@@ -241,6 +246,23 @@ export class Manager {
     }
     return { status: 404, body: 'not found', type: 'text/plain' };
   }
+}
+
+/**
+ * A listen address as Go programs (and so ARC and kubebuilder) take them: `host:port`, `[v6]:port`,
+ * or `:port` for every interface (host undefined). A bare port stays on loopback, the safe reading
+ * of a value with no host at all. Port 0 picks a free port.
+ */
+export function parseListenAddress(address: string): { host: string | undefined; port: number } {
+  const m = /^(?:\[([^\]]*)\]|([^:]*)):(\d+)$/.exec(address);
+  const [host, portText] = m ? [m[1] ?? m[2], m[3]] : ['127.0.0.1', address];
+  const port = Number(portText);
+  if (!/^\d+$/.test(portText ?? '') || port > 65_535) {
+    throw new Error(
+      `invalid listen address ${JSON.stringify(address)}: want host:port, :port or [ipv6]:port`,
+    );
+  }
+  return { host: host === '' ? undefined : host, port };
 }
 
 function exitOnLostLeadership(): never {
