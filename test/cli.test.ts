@@ -65,6 +65,9 @@ describe('paddock run', () => {
       assert.ok(p.out().includes(flag), `${flag} documented`);
     }
     assert.match(p.out(), /env GITHUB_TOKEN/);
+    // In a pod the kubelet probes the pod IP: every interface, as ARC and kubebuilder default to.
+    assert.match(p.out(), /env METRICS_ADDR; default :8080\)/);
+    assert.match(p.out(), /env HEALTH_PROBE_ADDR; default :8081\)/);
   });
 
   test('starts against the control plane and the GitHub double, serves probes, stops on SIGTERM', async (t) => {
@@ -140,10 +143,21 @@ describe('paddock run', () => {
   });
 
   test('unreachable cluster: a clear message and exit code 2', async () => {
-    const p = paddock(['run', '--kubeconfig', path.join(root, 'test/fixtures/unreachable-kubeconfig.yaml')], {
-      GITHUB_TOKEN: token,
-      GITHUB_URL: double.apiUrl,
-    });
+    const p = paddock(
+      [
+        'run',
+        '--kubeconfig',
+        path.join(root, 'test/fixtures/unreachable-kubeconfig.yaml'),
+        '--metrics-addr',
+        '0',
+        '--health-probe-addr',
+        '0',
+      ],
+      {
+        GITHUB_TOKEN: token,
+        GITHUB_URL: double.apiUrl,
+      },
+    );
     assert.equal(await p.exited, 2);
     assert.match(p.err(), /cannot reach the Kubernetes API at https:\/\/127\.0\.0\.1:1/);
   });
