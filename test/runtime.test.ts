@@ -266,7 +266,14 @@ describe('leader election when the API server hangs, and stopping before caches 
       assert.equal(mb.isLeader, false);
 
       proxy.stall = (method, path) => method === 'GET' && path === leasePath;
-      await eventually('b takes over', async () => mb.isLeader, 30_000);
+      await eventually('b takes over', async () => mb.isLeader, 30_000).catch(async (err: Error) => {
+        const seen = await http
+          .request<LeaseObject>('GET', leasePath, { timeoutMs: 5000 })
+          .then((l) => JSON.stringify(l.spec), String);
+        throw new Error(
+          `${err.message}; lease: ${seen}; a leads: ${ma.isLeader}; held reads: ${proxy.stalled}; ${JSON.stringify(happenings)}`,
+        );
+      });
       assert.ok(proxy.stalled > 0, 'a’s lease read was held by the proxy');
       assert.ok(aStoppedAt !== undefined, `a stopped before b took over (${JSON.stringify(happenings)})`);
       assert.equal(aQueuesShutAtStop, true, 'a’s controllers stopped taking work when it stopped leading');
@@ -318,9 +325,10 @@ describe('leader election when the API server hangs, and stopping before caches 
       m.controller({ name: 'nosync', reconcile: () => undefined }).watchFor(inf);
       return Object.assign(m, { failedLists: () => failedLists });
     };
+    const elected = manager(true);
+    const plain = manager(false);
     try {
       // With leader election the controllers start in the background once this replica leads.
-      const elected = manager(true);
       await elected.start();
       await eventually('leads', async () => elected.isLeader);
       await eventually('a failed list', async () => elected.failedLists() > 0);
@@ -328,7 +336,6 @@ describe('leader election when the API server hangs, and stopping before caches 
       await elected.stop();
 
       // Without it, start() itself waits for the caches.
-      const plain = manager(false);
       const starting = plain.start();
       await eventually('a failed list', async () => plain.failedLists() > 0);
       await plain.stop();
@@ -339,6 +346,8 @@ describe('leader election when the API server hangs, and stopping before caches 
       assert.deepEqual(unhandled.map(String), []);
     } finally {
       process.off('unhandledRejection', onUnhandled);
+      await elected.stop();
+      await plain.stop();
     }
   });
 });
