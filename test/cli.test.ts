@@ -3,9 +3,14 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { parseFlags } from '../src/cli/flags.ts';
+import { runConfig, startPaddock } from '../src/cli/run.ts';
+import { RUN_FLAGS } from '../src/cli/run-flags.ts';
+import { createLogger } from '../src/runtime/log.ts';
 import { freePort, startControlPlane } from '../src/testenv/control-plane.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
+import { duplicateKeys } from './support/strict-json.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const bin = path.join(root, 'bin/paddock.js');
@@ -28,6 +33,58 @@ function paddock(args: string[], env: NodeJS.ProcessEnv = {}) {
   );
   return { child, exited, out: () => stdout, err: () => stderr };
 }
+
+/** Each line is one JSON object with no key twice at any depth; returns the parsed lines. */
+function strictJsonLines(text: string): Record<string, unknown>[] {
+  return text
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((line) => {
+      let dups: string[];
+      try {
+        dups = duplicateKeys(line);
+      } catch (err) {
+        throw new Error(`not JSON (${(err as Error).message}): ${line}`);
+      }
+      assert.deepEqual(dups, [], `duplicate keys ${dups.join(', ')} in ${line}`);
+      const value = JSON.parse(line) as unknown;
+      assert.ok(
+        value !== null && typeof value === 'object' && !Array.isArray(value),
+        `not an object: ${line}`,
+      );
+      return value as Record<string, unknown>;
+    });
+}
+
+describe('strict JSON checker (JSON.parse keeps the last of two equal keys without a word)', () => {
+  const cases: { text: string; want: string[] }[] = [
+    { text: '{"a":1,"b":2}', want: [] },
+    { text: '{"a":1,"a":2}', want: ['$.a'] },
+    { text: '{"a":1,"\\u0061":2}', want: ['$.a'] },
+    { text: '{"a":{"b":1,"c":{"d":1,"d":2}},"b":{"b":1,"b":1}}', want: ['$.a.c.d', '$.b.b'] },
+    { text: '[{"k":1},{"k":2}]', want: [] },
+    { text: '{"l":[{"k":1,"k":2}]}', want: ['$.l[0].k'] },
+    { text: ' { "s" : "a \\" quote, \\u00e9" , "n" : -1.5e3 , "t" : [true,false,null] } ', want: [] },
+  ];
+  for (const c of cases) {
+    test(c.text, () => {
+      assert.deepEqual(duplicateKeys(c.text), c.want);
+    });
+  }
+  for (const bad of [
+    '{"a":1,}',
+    '{"a":1} x',
+    "{'a':1}",
+    '{"a":01}',
+    '{"a"}',
+    '',
+    '{"a":"\n"}', // a raw line break inside a string
+  ]) {
+    test(`refuses ${JSON.stringify(bad)}`, () => {
+      assert.throws(() => duplicateKeys(bad), SyntaxError);
+    });
+  }
+});
 
 describe('paddock run', () => {
   const ns = namespaceFixture('t-cli');
@@ -65,6 +122,9 @@ describe('paddock run', () => {
       assert.ok(p.out().includes(flag), `${flag} documented`);
     }
     assert.match(p.out(), /env GITHUB_TOKEN/);
+    // In a pod the kubelet probes the pod IP: every interface, as ARC and kubebuilder default to.
+    assert.match(p.out(), /env METRICS_ADDR; default :8080\)/);
+    assert.match(p.out(), /env HEALTH_PROBE_ADDR; default :8081\)/);
   });
 
   test('starts against the control plane and the GitHub double, serves probes, stops on SIGTERM', async (t) => {
@@ -96,6 +156,7 @@ describe('paddock run', () => {
     assert.equal(line.level, 'info');
     assert.equal(line.namespace, ns.name);
     assert.ok(!p.out().includes(token), 'the token never reaches the logs');
+    strictJsonLines(p.out());
     assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
     await eventually('ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200);
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -103,6 +164,79 @@ describe('paddock run', () => {
     assert.match(metrics, /workqueue_depth/);
     p.child.kill('SIGTERM');
     assert.equal(await p.exited, 0);
+  });
+
+  test('every log line of a start, some work and a stop is one JSON object without duplicate keys', async () => {
+    const lines: string[] = [];
+    const { values } = parseFlags(
+      RUN_FLAGS,
+      [
+        '--watch-namespace',
+        ns.name,
+        '--leader-elect',
+        '--leader-election-namespace',
+        ns.name,
+        '--leader-election-id',
+        'paddock-logs',
+        '--metrics-addr',
+        '127.0.0.1:0',
+        '--health-probe-addr',
+        '0',
+        '--webhook-addr',
+        '127.0.0.1:0',
+        '--webhook-url',
+        'https://127.0.0.1:0',
+        '--install-crds',
+      ],
+      { GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl },
+    );
+    const log = createLogger({
+      level: 'debug',
+      destination: { write: (chunk: string) => lines.push(chunk) } as never,
+    });
+    const paddock = await startPaddock(runConfig(values), { kubeConfig: ns.cluster.kubeConfig, log });
+    try {
+      await eventually('leading', async () => paddock.manager.isLeader);
+      // A RunnerSet, so reconciles log too (with the controller's object bindings).
+      await paddock.manager.http.request(
+        'POST',
+        `/apis/actions.summerwind.dev/v1alpha1/namespaces/${ns.name}/runnersets`,
+        {
+          body: {
+            apiVersion: 'actions.summerwind.dev/v1alpha1',
+            kind: 'RunnerSet',
+            metadata: { name: 'logs' },
+            spec: {
+              replicas: 1,
+              organization: 'acme',
+              selector: { matchLabels: { app: 'logs' } },
+              serviceName: 'logs',
+              template: { metadata: { labels: { app: 'logs' } }, spec: { containers: [{ name: 'runner' }] } },
+            },
+          },
+        },
+      );
+      await eventually('a reconcile logged', async () =>
+        lines.some((l) => l.includes('"controller":"runnerset-controller"') && l.includes('"name":"logs"')),
+      );
+    } finally {
+      await paddock.stop();
+      await paddock.manager.http
+        .request(
+          'DELETE',
+          `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-pod-token-${ns.name}`,
+        )
+        .catch(() => undefined);
+    }
+    const records = strictJsonLines(lines.join(''));
+    // The lines that used to repeat a key are among those checked.
+    const has = (what: string, fn: (r: Record<string, unknown>) => boolean) =>
+      assert.ok(records.some(fn), `a ${what} line was logged`);
+    has('GitHub client', (r) => r.component === 'github' && r.credential !== undefined);
+    has('webhook server', (r) => r.component === 'webhook-server');
+    has('reconcile', (r) => r.controller === 'runnerset-controller' && r.name === 'logs');
+    has('leader election', (r) => r.msg === 'released the lease');
+    has('paddock started', (r) => r.msg === 'paddock started');
   });
 
   test('unusable credentials: a clear message and exit code 2', async (t) => {
@@ -140,10 +274,21 @@ describe('paddock run', () => {
   });
 
   test('unreachable cluster: a clear message and exit code 2', async () => {
-    const p = paddock(['run', '--kubeconfig', path.join(root, 'test/fixtures/unreachable-kubeconfig.yaml')], {
-      GITHUB_TOKEN: token,
-      GITHUB_URL: double.apiUrl,
-    });
+    const p = paddock(
+      [
+        'run',
+        '--kubeconfig',
+        path.join(root, 'test/fixtures/unreachable-kubeconfig.yaml'),
+        '--metrics-addr',
+        '0',
+        '--health-probe-addr',
+        '0',
+      ],
+      {
+        GITHUB_TOKEN: token,
+        GITHUB_URL: double.apiUrl,
+      },
+    );
     assert.equal(await p.exited, 2);
     assert.match(p.err(), /cannot reach the Kubernetes API at https:\/\/127\.0\.0\.1:1/);
   });

@@ -5,13 +5,14 @@ import { realClock } from '../src/runtime/clock.ts';
 import { EventRecorder } from '../src/runtime/events.ts';
 import { Informer, type InformerEvent, type ResourceRef } from '../src/runtime/informer.ts';
 import { KubeHttp } from '../src/runtime/kube-http.ts';
-import { LeaderElector } from '../src/runtime/leader-election.ts';
+import { LeaderElector, type LeaseObject } from '../src/runtime/leader-election.ts';
 import { silentLogger } from '../src/runtime/log.ts';
 import { Manager } from '../src/runtime/manager.ts';
 import { addFinalizer, removeFinalizer } from '../src/runtime/objects.ts';
 import type { KubeObject } from '../src/runtime/store.ts';
 import { type ControlPlane, startControlPlane } from '../src/testenv/control-plane.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
+import { startStallingProxy } from './support/stalling-proxy.ts';
 
 const CONFIGMAPS: ResourceRef = {
   group: '',
@@ -217,6 +218,137 @@ describe('manager and leader election against a real API server', () => {
     await b.shutdown();
     http.close();
     assert.deepEqual(events, ['a leads', 'b leads']);
+  });
+});
+
+describe('leader election when the API server hangs, and stopping before caches sync', () => {
+  const ns = namespaceFixture('t-stall');
+
+  test('a leader whose lease reads hang stops acting before the other replica acquires the lease', async () => {
+    // Short timings keep the test quick; the order they guarantee is the same as with the defaults.
+    const timings = { leaseDurationMs: 4000, renewDeadlineMs: 2000, retryPeriodMs: 500 };
+    const lease = 'paddock-stall';
+    const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${ns.name}/leases/${lease}`;
+    const happenings: string[] = [];
+    const reconciledBy = { a: [] as string[], b: [] as string[] };
+    let aStoppedAt: number | undefined;
+    let aQueuesShutAtStop = false;
+    const proxy = await startStallingProxy(ns.cluster.kubeConfig);
+    const replica = (id: 'a' | 'b', kubeConfig: KubeConfig) => {
+      const m: Manager = new Manager({
+        kubeConfig,
+        log,
+        leaderElection: { namespace: ns.name, name: lease, identity: `stall-${id}`, timings },
+        onLostLeadership: () => {
+          aStoppedAt = Date.now();
+          aQueuesShutAtStop = m.allControllers.every((c) => c.queue.isShuttingDown);
+          happenings.push(`${id} stopped`);
+        },
+      });
+      m.controller({
+        name: `stall-${id}`,
+        reconcile: ({ name }) => {
+          if (reconciledBy[id].length === 0) happenings.push(`${id} reconciles`);
+          reconciledBy[id].push(name);
+        },
+      }).watchFor(m.informer(CONFIGMAPS, { namespace: ns.name }));
+      return m;
+    };
+    const ma = replica('a', proxy.kubeConfig);
+    const mb = replica('b', ns.cluster.kubeConfig);
+    const http = new KubeHttp(ns.cluster.kubeConfig);
+    try {
+      await ma.start();
+      await eventually('a leads', async () => ma.isLeader);
+      await eventually('a reconciles', async () => reconciledBy.a.length > 0);
+      await mb.start();
+      await eventually('b synced', async () => mb.ready);
+      assert.equal(mb.isLeader, false);
+
+      proxy.stall = (method, path) => method === 'GET' && path === leasePath;
+      await eventually('b takes over', async () => mb.isLeader, 30_000).catch(async (err: Error) => {
+        const seen = await http
+          .request<LeaseObject>('GET', leasePath, { timeoutMs: 5000 })
+          .then((l) => JSON.stringify(l.spec), String);
+        throw new Error(
+          `${err.message}; lease: ${seen}; a leads: ${ma.isLeader}; held reads: ${proxy.stalled}; ${JSON.stringify(happenings)}`,
+        );
+      });
+      assert.ok(proxy.stalled > 0, 'a’s lease read was held by the proxy');
+      assert.ok(aStoppedAt !== undefined, `a stopped before b took over (${JSON.stringify(happenings)})`);
+      assert.equal(aQueuesShutAtStop, true, 'a’s controllers stopped taking work when it stopped leading');
+      const current = await http.request<LeaseObject>('GET', leasePath);
+      assert.equal(current.spec?.holderIdentity, 'stall-b');
+      // acquireTime is b's clock (this process's) just before its acquiring write.
+      const acquiredAt = Date.parse(current.spec!.acquireTime!);
+      assert.ok(aStoppedAt < acquiredAt, `a stopped at ${aStoppedAt}, b acquired at ${acquiredAt}`);
+      assert.equal(ma.isLeader, false);
+
+      await createConfigMap(ns.cluster.kubeConfig.makeApiClient(CoreV1Api), ns.name, 'after-stall');
+      await eventually('b reconciles after-stall', async () => reconciledBy.b.includes('after-stall'));
+      assert.ok(!reconciledBy.a.includes('after-stall'), 'a no longer acts');
+      assert.deepEqual(happenings, ['a reconciles', 'a stopped', 'b reconciles']);
+    } finally {
+      await mb.stop();
+      await ma.stop();
+      await proxy.close();
+      http.close();
+    }
+  });
+
+  test('a manager stopped before its caches sync: stop resolves, start does not fail, no unhandled rejection', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    // The API server serves no such resource: the informer lists, gets 404, backs off, never syncs.
+    const nothing: ResourceRef = {
+      group: 'nothing.paddock.dev',
+      version: 'v1',
+      plural: 'widgets',
+      namespaced: true,
+      kind: 'Widget',
+    };
+    const manager = (leaderElection: boolean) => {
+      const m = new Manager({
+        kubeConfig: ns.cluster.kubeConfig,
+        log,
+        ...(leaderElection
+          ? { leaderElection: { namespace: ns.name, name: 'paddock-nosync', identity: 'nosync' } }
+          : {}),
+        onLostLeadership: () => undefined,
+      });
+      const inf = m.informer(nothing, { namespace: ns.name });
+      let failedLists = 0;
+      inf.onLifecycle((e) => {
+        if (e.type === 'backoff') failedLists++;
+      });
+      m.controller({ name: 'nosync', reconcile: () => undefined }).watchFor(inf);
+      return Object.assign(m, { failedLists: () => failedLists });
+    };
+    const elected = manager(true);
+    const plain = manager(false);
+    try {
+      // With leader election the controllers start in the background once this replica leads.
+      await elected.start();
+      await eventually('leads', async () => elected.isLeader);
+      await eventually('a failed list', async () => elected.failedLists() > 0);
+      assert.equal(elected.ready, false);
+      await elected.stop();
+
+      // Without it, start() itself waits for the caches.
+      const starting = plain.start();
+      await eventually('a failed list', async () => plain.failedLists() > 0);
+      await plain.stop();
+      await starting;
+
+      // Unhandled rejections are reported once the microtask queue is empty.
+      await new Promise((r) => setTimeout(r, 200));
+      assert.deepEqual(unhandled.map(String), []);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await elected.stop();
+      await plain.stop();
+    }
   });
 });
 

@@ -56,7 +56,7 @@ export const RUN_FLAGS: FlagSpec[] = [
     name: 'metrics-addr',
     type: 'string',
     env: 'METRICS_ADDR',
-    default: '127.0.0.1:8080',
+    default: ':8080',
     help: 'address of /metrics (also answers /healthz and /readyz); "0" disables',
   },
   {
@@ -65,7 +65,7 @@ export const RUN_FLAGS: FlagSpec[] = [
     aliases: ['health-probe-bind-address'],
     type: 'string',
     env: 'HEALTH_PROBE_ADDR',
-    default: '127.0.0.1:8081',
+    default: ':8081',
     help: 'address of /healthz and /readyz (also answers /metrics); "0" disables',
   },
   // GitHub

@@ -273,7 +273,7 @@ export async function startPaddock(
       credentials: config.credentials,
       endpoints: config.endpoints,
       clock,
-      logger: log.child({ component: 'github' }),
+      logger: log, // binds component and credential itself
       metrics,
       reserveFraction: config.rateLimitReserve,
       caBundle: config.caBundle,
@@ -295,7 +295,7 @@ export async function startPaddock(
   const clients = podGitHubClients({
     http: manager.http,
     clock,
-    log: log.child({ component: 'github' }),
+    log, // for GitHubClients, which bind component and credential themselves
     metrics,
     ...(defaultClient ? { defaultClient } : {}),
     defaultEndpoints: config.endpoints,
@@ -416,7 +416,7 @@ async function startWebhook(
         ...(config.webhook.jitConfig ? { jit: {} } : {}),
       }),
     },
-    logger: log.child({ component: 'webhook' }),
+    logger: log, // binds component itself
     host: host || '0.0.0.0',
     port: Number(portText ?? 9443),
     clientCa: config.webhook.clientCa,

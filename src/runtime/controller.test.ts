@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FakeClock, flushMicrotasks } from './clock.ts';
 import { Controller, type ReconcileResult, resultAction, TerminalError } from './controller.ts';
+import { Informer } from './informer.ts';
+import type { KubeHttp } from './kube-http.ts';
 import { silentLogger } from './log.ts';
 import { RuntimeMetrics } from './metrics.ts';
 
@@ -159,5 +161,61 @@ describe('Controller', () => {
     release();
     await stopping;
     assert.equal(finished, true);
+  });
+
+  test('a key handed to a worker just before stop is not reconciled', async () => {
+    const { seen, controller } = harness(() => undefined);
+    await controller.start();
+    await flushMicrotasks(); // the worker waits for a key
+    controller.enqueue('ns/late'); // given to the waiting worker, which resumes only later
+    const stopping = controller.stop();
+    await stopping;
+    await flushMicrotasks();
+    assert.deepEqual(seen, [], 'no reconcile starts once stop() was called');
+  });
+
+  test('stopped before its caches synced, start resolves without starting workers', async () => {
+    const { seen, controller, clock } = harness(() => undefined);
+    // Never started, so never synced: as a resource the API server does not serve.
+    const informer = new Informer({
+      http: {} as KubeHttp,
+      resource: {
+        group: 'x.paddock.dev',
+        version: 'v1',
+        plural: 'nothings',
+        namespaced: true,
+        kind: 'Nothing',
+      },
+      clock,
+      log: silentLogger(),
+    });
+    controller.watchFor(informer).resyncEvery(60_000);
+    const starting = controller.start();
+    await flushMicrotasks();
+    await controller.stop();
+    await starting; // resolves: stopping is not a failure of start
+    controller.enqueue('ns/a');
+    await clock.advance(120_000);
+    assert.deepEqual(seen, []);
+    assert.equal(clock.timers, 0, 'no resync timer scheduled after stop');
+  });
+
+  test('stopped before start, start resolves at once', async () => {
+    const { controller, clock } = harness(() => undefined);
+    controller.watchFor(
+      new Informer({
+        http: {} as KubeHttp,
+        resource: { group: '', version: 'v1', plural: 'configmaps', namespaced: true, kind: 'ConfigMap' },
+        clock,
+        log: silentLogger(),
+      }),
+    );
+    await controller.stop();
+    let started = false;
+    void controller.start().then(() => {
+      started = true;
+    });
+    await flushMicrotasks();
+    assert.equal(started, true);
   });
 });

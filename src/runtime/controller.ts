@@ -172,11 +172,21 @@ export class Controller {
     this.queue.addAfter(key, delayMs);
   }
 
-  /** Starts the workers once every watched informer has synced. */
+  /**
+   * Starts the workers once every watched informer has synced. Stopped before that, it resolves
+   * without starting anything (stopping is not a failure of start).
+   */
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    await Promise.all([...this.informers].map((i) => i.waitForSync(this.abort.signal)));
+    const stopped = this.abort.signal;
+    try {
+      await Promise.all([...this.informers].map((i) => i.waitForSync(stopped)));
+    } catch (err) {
+      if (stopped.aborted) return;
+      throw err;
+    }
+    if (stopped.aborted) return;
     const concurrency = this.opts.concurrency ?? 1;
     this.opts.metrics?.maxConcurrent.set({ controller: this.name }, concurrency);
     this.log.info({ concurrency }, 'starting workers');
@@ -184,7 +194,11 @@ export class Controller {
     this.scheduleResync();
   }
 
-  /** Stops taking keys and waits for reconciles in progress to finish. */
+  /**
+   * Stops taking keys and waits for reconciles in progress to finish. No worker takes another key
+   * from the moment this is called (everything before the first await runs synchronously), and the
+   * signal of reconciles in progress is aborted.
+   */
   async stop(): Promise<void> {
     this.abort.abort(new Error('controller stopping'));
     this.resyncTimer?.cancel();
@@ -196,6 +210,11 @@ export class Controller {
     for (;;) {
       const item = await this.queue.get();
       if (!item) return;
+      // The key may have been handed over just before stop(): the worker resumes only afterwards.
+      if (this.abort.signal.aborted) {
+        this.queue.done(item.key);
+        return;
+      }
       try {
         await this.process(item.key);
       } finally {

@@ -168,11 +168,22 @@ export class Informer<T extends KubeObject = KubeObject> {
     return this.resourceVersion;
   }
 
+  /** Resolves once the first list is in the store; rejects with the signal's reason when it aborts first. */
   waitForSync(signal?: AbortSignal): Promise<void> {
     if (this.synced) return Promise.resolve();
+    // An abort listener added to an already aborted signal never fires: the wait would never end.
+    if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise((resolve, reject) => {
-      this.syncWaiters.push(resolve);
-      signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+      const waiter = () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        this.syncWaiters = this.syncWaiters.filter((w) => w !== waiter);
+        reject(signal?.reason);
+      };
+      this.syncWaiters.push(waiter);
+      signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Clock } from './clock.ts';
+import type { Clock, Timer } from './clock.ts';
 import { microTime } from './clock.ts';
 import { isConflict, isNotFound, KubeError, toKubeError } from './errors.ts';
 import type { KubeHttp } from './kube-http.ts';
@@ -65,6 +65,48 @@ export function leaseDecision(input: {
   return { action: 'acquire', takeover: true };
 }
 
+/**
+ * When the attempt starting at `now` must be over. A leader's attempts end by its renew deadline
+ * (the moment it gives the lease up anyway); a candidate's attempt gets one renew deadline, so a
+ * stalled request costs it one round, not the HTTP timeout.
+ */
+export function attemptDeadline(input: {
+  leading: boolean;
+  lastRenew: number;
+  now: number;
+  renewDeadlineMs: number;
+}): number {
+  return (input.leading ? input.lastRenew : input.now) + input.renewDeadlineMs;
+}
+
+export type AttemptStep =
+  | { step: 'started-leading'; lastRenew: number }
+  | { step: 'renewed'; lastRenew: number }
+  | { step: 'lost' }
+  | { step: 'retry' };
+
+/**
+ * What an attempt's outcome means. A success counts from when the attempt started: the renewTime we
+ * wrote is no older than that, so the others cannot see the lease expire before
+ * `startedAt + leaseDuration`, and we stop at `startedAt + renewDeadline`, earlier by the margin
+ * between the two. A leader past its deadline has lost, even if a late write went through.
+ */
+export function afterAttempt(input: {
+  leading: boolean;
+  ok: boolean;
+  startedAt: number;
+  lastRenew: number;
+  now: number;
+  renewDeadlineMs: number;
+}): AttemptStep {
+  const { leading, ok, startedAt, lastRenew, now, renewDeadlineMs } = input;
+  if (leading && now >= lastRenew + renewDeadlineMs) return { step: 'lost' };
+  if (!ok) return { step: 'retry' };
+  return leading
+    ? { step: 'renewed', lastRenew: startedAt }
+    : { step: 'started-leading', lastRenew: startedAt };
+}
+
 /** The lease spec after a successful create, renew or acquire. */
 export function nextLeaseSpec(
   decision: LeaseDecision,
@@ -90,7 +132,7 @@ export function nextLeaseSpec(
 }
 
 export interface LeaderElectorOptions {
-  http: KubeHttp;
+  http: Pick<KubeHttp, 'request'>;
   clock: Clock;
   log: Logger;
   namespace: string;
@@ -98,7 +140,10 @@ export interface LeaderElectorOptions {
   identity: string;
   timings?: LeaderElectionTimings;
   onStartedLeading: () => void;
-  /** Called once when a held lease could not be renewed within the renew deadline. */
+  /**
+   * Called once, on a timer at `lastRenew + renewDeadline`, when a held lease could not be renewed
+   * in time, even while a renew request is still hanging. Campaigning ends with it.
+   */
   onStoppedLeading: () => void;
   onNewLeader?: (identity: string) => void;
 }
@@ -111,7 +156,10 @@ export class LeaderElector {
   private lease: LeaseObject | undefined;
   private leading = false;
   private lastRenew = 0;
-  private readonly stop = new AbortController();
+  /** Gives the lease up at `lastRenew + renewDeadline` unless a renewal re-arms it first. */
+  private deadlineTimer: Timer | undefined;
+  /** Aborted by shutdown, abandon or loss: ends the loop and any attempt in flight. */
+  private readonly campaign = new AbortController();
   private loop: Promise<void> | undefined;
   private lastLeader = '';
 
@@ -135,54 +183,120 @@ export class LeaderElector {
 
   /** Stops campaigning; a leader releases the lease so another replica takes over at once. */
   async shutdown(): Promise<void> {
-    this.stop.abort(new Error('leader election stopped'));
+    this.deadlineTimer?.cancel();
+    this.campaign.abort(new Error('leader election stopped'));
     await this.loop;
     if (this.leading) await this.release();
   }
 
   /** Stops campaigning without releasing the lease: what a crashed replica looks like to the others. */
   async abandon(): Promise<void> {
-    this.stop.abort(new Error('leader election abandoned'));
+    this.deadlineTimer?.cancel();
+    this.campaign.abort(new Error('leader election abandoned'));
     await this.loop;
     this.leading = false;
   }
 
   private async run(): Promise<void> {
     const { clock } = this.opts;
-    while (!this.stop.signal.aborted) {
-      const ok = await this.tryAcquireOrRenew().catch((err: unknown) => {
-        this.log.warn({ err: toKubeError(err).message }, 'lease update failed');
-        return false;
+    const { renewDeadlineMs, retryPeriodMs } = this.timings;
+    while (!this.campaign.signal.aborted) {
+      const startedAt = clock.now();
+      const deadline = attemptDeadline({
+        leading: this.leading,
+        lastRenew: this.lastRenew,
+        now: startedAt,
+        renewDeadlineMs,
       });
-      const now = clock.now();
-      if (ok) {
-        this.lastRenew = now;
-        if (!this.leading) {
+      const attempt = new AbortController();
+      const onStop = () => attempt.abort(this.campaign.signal.reason);
+      this.campaign.signal.addEventListener('abort', onStop, { once: true });
+      const timer = clock.setTimer(deadline - startedAt, () =>
+        attempt.abort(new Error(`attempt not done within the renew deadline (${renewDeadlineMs} ms)`)),
+      );
+      const ok = await untilAborted(this.tryAcquireOrRenew(attempt.signal), attempt.signal)
+        .catch((err: unknown) => {
+          if (!this.campaign.signal.aborted) {
+            this.log.warn({ err: toKubeError(err).message }, 'lease update failed');
+          }
+          return false;
+        })
+        .finally(() => {
+          timer.cancel();
+          this.campaign.signal.removeEventListener('abort', onStop);
+        });
+      if (this.campaign.signal.aborted) return;
+      const step = afterAttempt({
+        leading: this.leading,
+        ok,
+        startedAt,
+        lastRenew: this.lastRenew,
+        now: clock.now(),
+        renewDeadlineMs,
+      });
+      switch (step.step) {
+        case 'lost':
+          this.lose();
+          return;
+        case 'started-leading':
+          this.renewed(step.lastRenew);
           this.leading = true;
           this.log.info('became leader');
           this.opts.onStartedLeading();
-        }
-      } else if (this.leading && now - this.lastRenew >= this.timings.renewDeadlineMs) {
-        this.leading = false;
-        this.log.error('lost the lease: could not renew within the renew deadline');
-        this.opts.onStoppedLeading();
-        return;
+          break;
+        case 'renewed':
+          this.renewed(step.lastRenew);
+          break;
+        case 'retry':
+          break;
       }
       // client-go jitters the retry period by up to 20 % while not leading.
-      const jitter = this.leading ? 0 : Math.random() * 0.2 * this.timings.retryPeriodMs;
-      await clock.sleep(this.timings.retryPeriodMs + jitter, this.stop.signal).catch(() => undefined);
+      const jitter = this.leading ? 0 : Math.random() * 0.2 * retryPeriodMs;
+      await clock.sleep(retryPeriodMs + jitter, this.campaign.signal).catch(() => undefined);
     }
   }
 
-  /** One round: read the lease, decide, write. Returns whether we hold the lease afterwards. */
-  async tryAcquireOrRenew(): Promise<boolean> {
+  private renewed(at: number): void {
+    this.lastRenew = at;
+    this.deadlineTimer?.cancel();
+    this.deadlineTimer = this.opts.clock.setTimer(
+      at + this.timings.renewDeadlineMs - this.opts.clock.now(),
+      () => this.lose(),
+    );
+  }
+
+  /**
+   * The renew deadline passed: stop leading now, whatever request may still be hanging, so we have
+   * stopped acting before the others can see the lease expire. Campaigning ends too (the process is
+   * expected to exit, as client-go's users do).
+   */
+  private lose(): void {
+    if (!this.leading) return;
+    this.leading = false;
+    this.deadlineTimer?.cancel();
+    this.campaign.abort(new Error('lost the lease'));
+    this.log.error(
+      { renewDeadlineMs: this.timings.renewDeadlineMs },
+      'lost the lease: could not renew within the renew deadline',
+    );
+    this.opts.onStoppedLeading();
+  }
+
+  /**
+   * One round: read the lease, decide, write. Returns whether we hold the lease afterwards. Both
+   * requests end when `signal` aborts.
+   */
+  async tryAcquireOrRenew(signal?: AbortSignal): Promise<boolean> {
     const { http, clock, identity, name, namespace } = this.opts;
+    const bounded = signal ? { signal } : {};
     let current: LeaseObject | undefined;
     try {
-      current = await http.request<LeaseObject>('GET', `${this.path}/${name}`);
+      current = await http.request<LeaseObject>('GET', `${this.path}/${name}`, bounded);
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
+    // A read that returned after the attempt was given up must not lead to a write.
+    signal?.throwIfAborted();
     const now = clock.now();
     const spec = current?.spec;
     const key = JSON.stringify([
@@ -207,6 +321,7 @@ export class LeaderElector {
     try {
       if (decision.action === 'create') {
         this.lease = await http.request<LeaseObject>('POST', this.path, {
+          ...bounded,
           body: {
             apiVersion: 'coordination.k8s.io/v1',
             kind: 'Lease',
@@ -216,8 +331,8 @@ export class LeaderElector {
         });
       } else {
         this.lease = await http.request<LeaseObject>('PUT', `${this.path}/${name}`, {
+          ...bounded,
           body: { ...current, spec: nextSpec },
-          timeoutMs: this.timings.renewDeadlineMs,
         });
       }
     } catch (err) {
@@ -232,10 +347,13 @@ export class LeaderElector {
   private async release(): Promise<void> {
     const { http, clock, name } = this.opts;
     if (!this.lease) return;
+    // Bounded like a renewal: shutting down must not hang on an unresponsive API server.
+    const timeoutMs = this.timings.renewDeadlineMs;
     try {
-      const current = await http.request<LeaseObject>('GET', `${this.path}/${name}`);
+      const current = await http.request<LeaseObject>('GET', `${this.path}/${name}`, { timeoutMs });
       if (current.spec?.holderIdentity !== this.opts.identity) return;
       await http.request('PUT', `${this.path}/${name}`, {
+        timeoutMs,
         body: {
           ...current,
           spec: {
@@ -256,4 +374,26 @@ export class LeaderElector {
       this.leading = false;
     }
   }
+}
+
+/**
+ * Settles with `p`, or rejects as soon as `signal` aborts, whichever comes first: the attempt ends
+ * on time even if a request ignores its signal. A late rejection of `p` is absorbed.
+ */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
 }

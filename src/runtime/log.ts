@@ -18,16 +18,25 @@ export const REDACT_PATHS = [
   '*.registrationToken',
 ];
 
-/** JSON logs to stdout (or `destination`), with secrets redacted. */
+/**
+ * JSON logs to stdout (or `destination`), with secrets redacted.
+ *
+ * pino appends a child's bindings (and a call's fields) to those already bound without replacing
+ * them, so a key bound twice appears twice in the line. Each key therefore has one owner:
+ * `logger` is set here (not pino's `name`: `name` is the reconciled object's, as in ARC's logs);
+ * `component` by the part that names itself (GitHubClient, WebhookServer) or, for parts that do
+ * not, by whoever creates them (the Manager for Events, `paddock run` for the webhook handler);
+ * `controller`, `namespace`, `name` by the Controller; `informer` by the Informer; `lease`,
+ * `identity` by the LeaderElector. Pass a logger down unchanged to a part that binds its own keys.
+ */
 export function createLogger(
   opts: { level?: string; destination?: pino.DestinationStream; name?: string } = {},
 ): Logger {
   return pino(
     {
-      name: opts.name ?? 'paddock',
       level: opts.level ?? process.env.LOG_LEVEL ?? 'info',
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-      base: undefined,
+      base: { logger: opts.name ?? 'paddock' },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },

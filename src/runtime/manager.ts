@@ -19,13 +19,23 @@ import type { KubeObject } from './store.ts';
 
 export interface ManagerOptions {
   kubeConfig: KubeConfig;
+  /** Stands in for the client made from `kubeConfig` (unit tests with a fake API server). */
+  http?: KubeHttp;
   log: Logger;
   clock?: Clock;
   metrics?: RuntimeMetrics;
-  /** `host:port` (or several) for /healthz, /readyz and /metrics; port 0 picks a free one; omit to serve nothing. */
+  /**
+   * Where to serve /healthz, /readyz and /metrics (one address or several; see parseListenAddress):
+   * `:8080` is every interface, `127.0.0.1:0` a free loopback port. Omit to serve nothing.
+   */
   probeAddress?: string | string[];
   leaderElection?: { namespace: string; name: string; identity: string; timings?: LeaderElectionTimings };
-  /** Called after the lease is lost and controllers stopped. Default: exit the process with 1. */
+  /**
+   * Called at once when the lease is lost, after the controllers stopped handing out work (reconciles
+   * in flight have been told to abort through their signal but may still be running). Default: exit
+   * the process with 1 without waiting for them, as controller-runtime does: another replica may
+   * already be taking over.
+   */
   onLostLeadership?: () => void;
   /** Install SIGTERM/SIGINT handlers that stop the manager and exit. */
   handleSignals?: boolean;
@@ -52,7 +62,7 @@ export class Manager {
     this.clock = opts.clock ?? realClock;
     this.log = opts.log;
     this.metrics = opts.metrics ?? new RuntimeMetrics({ now: () => this.clock.now() });
-    this.http = new KubeHttp(opts.kubeConfig);
+    this.http = opts.http ?? new KubeHttp(opts.kubeConfig);
     this.events = new EventRecorder({
       http: this.http,
       clock: this.clock,
@@ -119,7 +129,7 @@ export class Manager {
     return this.servers.map((s) => {
       const addr = s.address() as AddressInfo;
       const host = addr.address === '0.0.0.0' || addr.address === '::' ? '127.0.0.1' : addr.address;
-      return `http://${host}:${addr.port}`;
+      return `http://${host.includes(':') ? `[${host}]` : host}:${addr.port}`;
     });
   }
 
@@ -151,11 +161,18 @@ export class Manager {
       ...le,
       onStartedLeading: () => {
         this.metrics.leaderStatus.set({ name: le.name }, 1);
-        void this.startControllers();
+        this.startControllers().catch((err: unknown) =>
+          this.log.error({ err }, 'controllers could not start'),
+        );
       },
       onStoppedLeading: () => {
         this.metrics.leaderStatus.set({ name: le.name }, 0);
-        void this.stopControllers().then(() => (this.opts.onLostLeadership ?? (() => process.exit(1)))());
+        // stopControllers stops the hand-out of work before it returns its promise; the drain
+        // that follows is not waited for.
+        this.stopControllers().catch((err: unknown) =>
+          this.log.error({ err }, 'controllers did not stop cleanly'),
+        );
+        (this.opts.onLostLeadership ?? exitOnLostLeadership)();
       },
     });
     this.metrics.leaderStatus.set({ name: le.name }, 0);
@@ -168,6 +185,7 @@ export class Manager {
     await Promise.all(this.controllers.map((c) => c.start()));
   }
 
+  /** No controller hands out another key once this returns its promise; the promise waits for the drain. */
   private async stopControllers(): Promise<void> {
     await Promise.all(this.controllers.map((c) => c.stop()));
     this.controllersRunning = false;
@@ -190,7 +208,7 @@ export class Manager {
   }
 
   private async serve(address: string): Promise<void> {
-    const [host, portText] = address.includes(':') ? address.split(/:(?=[^:]*$)/) : ['127.0.0.1', address];
+    const { host, port } = parseListenAddress(address);
     const server = http.createServer((req, res) => {
       void this.route(req.url ?? '/').then(({ status, body, type }) => {
         res.writeHead(status, { 'content-type': type });
@@ -201,7 +219,9 @@ export class Manager {
     server.headersTimeout = 5_000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(Number(portText ?? 0), host || '127.0.0.1', () => resolve());
+      // No host: every interface (IPv6 and IPv4 where the system has both), as Go's ":8080".
+      if (host === undefined) server.listen(port, () => resolve());
+      else server.listen(port, host, () => resolve());
     });
     this.servers.push(server);
   }
@@ -226,4 +246,25 @@ export class Manager {
     }
     return { status: 404, body: 'not found', type: 'text/plain' };
   }
+}
+
+/**
+ * A listen address as Go programs (and so ARC and kubebuilder) take them: `host:port`, `[v6]:port`,
+ * or `:port` for every interface (host undefined). A bare port stays on loopback, the safe reading
+ * of a value with no host at all. Port 0 picks a free port.
+ */
+export function parseListenAddress(address: string): { host: string | undefined; port: number } {
+  const m = /^(?:\[([^\]]*)\]|([^:]*)):(\d+)$/.exec(address);
+  const [host, portText] = m ? [m[1] ?? m[2], m[3]] : ['127.0.0.1', address];
+  const port = Number(portText);
+  if (!/^\d+$/.test(portText ?? '') || port > 65_535) {
+    throw new Error(
+      `invalid listen address ${JSON.stringify(address)}: want host:port, :port or [ipv6]:port`,
+    );
+  }
+  return { host: host === '' ? undefined : host, port };
+}
+
+function exitOnLostLeadership(): never {
+  process.exit(1);
 }
