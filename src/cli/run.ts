@@ -17,10 +17,12 @@ import {
 } from '../github/index.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
 import { toKubeError } from '../runtime/errors.ts';
+import { resourcePath } from '../runtime/informer.ts';
 import { PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
 import { createLogger } from '../runtime/log.ts';
 import { Manager } from '../runtime/manager.ts';
 import { FIELD_MANAGER } from '../runtime/objects.ts';
+import { CUSTOM_RESOURCE_DEFINITIONS } from '../runtime/resources.ts';
 import {
   applyRunnerPodWebhookConfiguration,
   kubeRunnerPodCluster,
@@ -181,7 +183,7 @@ export function runConfig(v: FlagValues): RunConfig {
 export async function installCrds(http: Manager['http']): Promise<void> {
   for (const crd of crdManifests()) {
     const name = (crd.metadata as { name: string }).name;
-    await http.request('PATCH', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`, {
+    await http.request('PATCH', resourcePath(CUSTOM_RESOURCE_DEFINITIONS, undefined, name), {
       body: crd,
       contentType: PATCH_CONTENT_TYPES.apply,
       query: { fieldManager: FIELD_MANAGER, force: 'true' },
@@ -192,7 +194,7 @@ export async function installCrds(http: Manager['http']): Promise<void> {
     for (let i = 0; ; i++) {
       const got = await http.request<{ status?: { conditions?: { type: string; status: string }[] } }>(
         'GET',
-        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
+        resourcePath(CUSTOM_RESOURCE_DEFINITIONS, undefined, name),
       );
       if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
       if (i > 100) throw new StartupError(`CRD ${name} did not become Established`);

@@ -5,10 +5,11 @@ import type { Clock } from '../runtime/clock.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isNotFound, toKubeError } from '../runtime/errors.ts';
 import type { EventRecorder } from '../runtime/events.ts';
-import { type Informer, type ResourceRef, resourcePath } from '../runtime/informer.ts';
+import { type Informer, resourcePath } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { controllerReference, mergePatch } from '../runtime/objects.ts';
+import { PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS } from '../runtime/resources.ts';
 import { CONTROLLER_UID_INDEX, defaultIndexers, type KubeObject, splitKey } from '../runtime/store.ts';
 import {
   ANNOTATION_CREDS_SECRET,
@@ -25,7 +26,6 @@ import {
   planOwnerSync,
 } from './owner-sync.ts';
 import type { GitHubClientSource, PodObject } from './runner-pod.ts';
-import { PODS } from './runner-pod.ts';
 import {
   LABEL_POD_MUTATION,
   LABEL_VALUE_POD_MUTATION,
@@ -40,21 +40,6 @@ import {
  * StatefulSet only once its runner is gone from GitHub; finished ephemeral runners are replaced.
  * The decisions are `planOwnerSync`'s; this file gathers its facts and performs its actions.
  */
-
-export const STATEFUL_SETS: ResourceRef = {
-  group: 'apps',
-  version: 'v1',
-  plural: 'statefulsets',
-  namespaced: true,
-  kind: 'StatefulSet',
-};
-export const PVCS: ResourceRef = {
-  group: '',
-  version: 'v1',
-  plural: 'persistentvolumeclaims',
-  namespaced: true,
-  kind: 'PersistentVolumeClaim',
-};
 
 export const LABEL_RUNNER_STATEFULSET_NAME = 'runner-statefulset-name';
 /** ARC stops reconciling a RunnerSet with more StatefulSets than this. */
@@ -424,14 +409,14 @@ export class RunnerSetReconciler {
         try {
           pvc = await this.http.request<KubeObject>(
             'GET',
-            resourcePath(PVCS, rs.metadata.namespace, pvcName),
+            resourcePath(PERSISTENT_VOLUME_CLAIMS, rs.metadata.namespace, pvcName),
           );
         } catch (err) {
           if (isNotFound(err)) continue;
           throw err;
         }
         if (pvc.metadata.labels?.[LABEL_RUNNER_STATEFULSET_NAME]) continue;
-        await mergePatch(this.http, PVCS, pvc, {
+        await mergePatch(this.http, PERSISTENT_VOLUME_CLAIMS, pvc, {
           metadata: { labels: { [LABEL_RUNNER_STATEFULSET_NAME]: sts.metadata.name } },
         }).catch((err) => {
           if (!isNotFound(err)) throw toKubeError(err);

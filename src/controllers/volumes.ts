@@ -1,12 +1,13 @@
 import type { Controller, ReconcileResult } from '../runtime/controller.ts';
 import { isNotFound } from '../runtime/errors.ts';
-import type { Informer, ResourceRef } from '../runtime/informer.ts';
+import type { Informer } from '../runtime/informer.ts';
 import { resourcePath } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { jsonPatch, mergePatch } from '../runtime/objects.ts';
+import { PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STATEFUL_SETS } from '../runtime/resources.ts';
 import type { KubeObject } from '../runtime/store.ts';
-import { LABEL_RUNNER_STATEFULSET_NAME, PVCS, STATEFUL_SETS } from './runner-set.ts';
+import { LABEL_RUNNER_STATEFULSET_NAME } from './runner-set.ts';
 
 /**
  * PVC and PV retention (spec §3.9): when a runner's StatefulSet is gone, its volume claims are
@@ -15,13 +16,6 @@ import { LABEL_RUNNER_STATEFULSET_NAME, PVCS, STATEFUL_SETS } from './runner-set
  */
 
 export const LABEL_PENDING_CLEANUP = 'pending-cleanup';
-const PVS: ResourceRef = {
-  group: '',
-  version: 'v1',
-  plural: 'persistentvolumes',
-  namespaced: false,
-  kind: 'PersistentVolume',
-};
 
 interface Pvc extends KubeObject {
   spec?: { volumeName?: string };
@@ -79,8 +73,11 @@ export class VolumeRetentionReconcilers {
     const m = opts.manager;
     this.http = m.http;
     const ns = opts.namespace ? { namespace: opts.namespace } : {};
-    this.pvcs = m.informer<Pvc>(PVCS, { ...ns, labelSelector: LABEL_RUNNER_STATEFULSET_NAME });
-    this.pvs = m.informer<Pv>(PVS, { labelSelector: LABEL_PENDING_CLEANUP });
+    this.pvcs = m.informer<Pvc>(PERSISTENT_VOLUME_CLAIMS, {
+      ...ns,
+      labelSelector: LABEL_RUNNER_STATEFULSET_NAME,
+    });
+    this.pvs = m.informer<Pv>(PERSISTENT_VOLUMES, { labelSelector: LABEL_PENDING_CLEANUP });
     this.statefulSets = m.informer<KubeObject>(STATEFUL_SETS, ns);
     this.pvcController = m
       .controller({
@@ -113,13 +110,13 @@ export class VolumeRetentionReconcilers {
     // volume that was freed (or bound to another claim) since.
     let pv: Pv | undefined;
     try {
-      pv = await this.http.request<Pv>('GET', resourcePath(PVS, undefined, step.volume));
+      pv = await this.http.request<Pv>('GET', resourcePath(PERSISTENT_VOLUMES, undefined, step.volume));
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
     if (pv && boundToClaim(pv, pvc) && !pv.metadata.labels?.[LABEL_PENDING_CLEANUP]) {
       // resourceVersion makes the merge patch conditional: a conflict retries with a fresh read.
-      await mergePatch(this.http, PVS, pv, {
+      await mergePatch(this.http, PERSISTENT_VOLUMES, pv, {
         metadata: {
           resourceVersion: pv.metadata.resourceVersion,
           labels: { [LABEL_PENDING_CLEANUP]: stsName },
@@ -127,7 +124,10 @@ export class VolumeRetentionReconcilers {
       });
     }
     try {
-      await this.http.request('DELETE', resourcePath(PVCS, pvc.metadata.namespace, pvc.metadata.name));
+      await this.http.request(
+        'DELETE',
+        resourcePath(PERSISTENT_VOLUME_CLAIMS, pvc.metadata.namespace, pvc.metadata.name),
+      );
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
@@ -141,7 +141,7 @@ export class VolumeRetentionReconcilers {
     if (step.kind === 'ignore') return undefined;
     if (step.kind === 'wait') return { requeueAfterMs: 10_000 };
     try {
-      await jsonPatch(this.http, PVS, pv, [
+      await jsonPatch(this.http, PERSISTENT_VOLUMES, pv, [
         { op: 'test', path: '/metadata/resourceVersion', value: pv.metadata.resourceVersion },
         { op: 'remove', path: `/metadata/labels/${jsonPointerToken(LABEL_PENDING_CLEANUP)}` },
         ...(step.kind === 'make-available' ? [{ op: 'remove' as const, path: '/spec/claimRef' }] : []),

@@ -3,7 +3,9 @@ import type { Logger } from 'pino';
 import type { Clock, Timer } from './clock.ts';
 import { microTime } from './clock.ts';
 import { isNotFound, toKubeError } from './errors.ts';
+import { resourcePath } from './informer.ts';
 import { type KubeHttp, PATCH_CONTENT_TYPES } from './kube-http.ts';
+import { EVENTS } from './resources.ts';
 import type { KubeObject } from './store.ts';
 
 /**
@@ -183,7 +185,7 @@ export class EventRecorder {
     };
     try {
       this.writes++;
-      await this.opts.http.request('POST', `/apis/events.k8s.io/v1/namespaces/${e.namespace}/events`, {
+      await this.opts.http.request('POST', resourcePath(EVENTS, e.namespace), {
         body,
       });
       return true;
@@ -199,14 +201,10 @@ export class EventRecorder {
     const count = s.count;
     try {
       this.writes++;
-      await this.opts.http.request(
-        'PATCH',
-        `/apis/events.k8s.io/v1/namespaces/${s.namespace}/events/${s.name}`,
-        {
-          body: { series: { count, lastObservedTime: microTime(s.lastObserved) } },
-          contentType: PATCH_CONTENT_TYPES.merge,
-        },
-      );
+      await this.opts.http.request('PATCH', resourcePath(EVENTS, s.namespace, s.name), {
+        body: { series: { count, lastObservedTime: microTime(s.lastObserved) } },
+        contentType: PATCH_CONTENT_TYPES.merge,
+      });
       s.flushed = Math.max(s.flushed, count);
     } catch (err) {
       if (!isNotFound(err)) {

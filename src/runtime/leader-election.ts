@@ -2,7 +2,9 @@ import type { Logger } from 'pino';
 import type { Clock, Timer } from './clock.ts';
 import { microTime } from './clock.ts';
 import { isConflict, isNotFound, KubeError, toKubeError } from './errors.ts';
+import { resourcePath } from './informer.ts';
 import type { KubeHttp } from './kube-http.ts';
+import { LEASES } from './resources.ts';
 
 /**
  * Leader election on a coordination.k8s.io/v1 Lease, as client-go does it: the lease is judged by
@@ -174,7 +176,7 @@ export class LeaderElector {
   }
 
   private get path(): string {
-    return `/apis/coordination.k8s.io/v1/namespaces/${this.opts.namespace}/leases`;
+    return resourcePath(LEASES, this.opts.namespace);
   }
 
   start(): void {
@@ -291,7 +293,11 @@ export class LeaderElector {
     const bounded = signal ? { signal } : {};
     let current: LeaseObject | undefined;
     try {
-      current = await http.request<LeaseObject>('GET', `${this.path}/${name}`, bounded);
+      current = await http.request<LeaseObject>(
+        'GET',
+        resourcePath(LEASES, this.opts.namespace, name),
+        bounded,
+      );
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
@@ -330,7 +336,7 @@ export class LeaderElector {
           },
         });
       } else {
-        this.lease = await http.request<LeaseObject>('PUT', `${this.path}/${name}`, {
+        this.lease = await http.request<LeaseObject>('PUT', resourcePath(LEASES, this.opts.namespace, name), {
           ...bounded,
           body: { ...current, spec: nextSpec },
         });
@@ -350,9 +356,13 @@ export class LeaderElector {
     // Bounded like a renewal: shutting down must not hang on an unresponsive API server.
     const timeoutMs = this.timings.renewDeadlineMs;
     try {
-      const current = await http.request<LeaseObject>('GET', `${this.path}/${name}`, { timeoutMs });
+      const current = await http.request<LeaseObject>(
+        'GET',
+        resourcePath(LEASES, this.opts.namespace, name),
+        { timeoutMs },
+      );
       if (current.spec?.holderIdentity !== this.opts.identity) return;
-      await http.request('PUT', `${this.path}/${name}`, {
+      await http.request('PUT', resourcePath(LEASES, this.opts.namespace, name), {
         timeoutMs,
         body: {
           ...current,

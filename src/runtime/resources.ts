@@ -38,3 +38,24 @@ export const STATEFUL_SETS: ResourceRef = {
   namespaced: true,
   kind: 'StatefulSet',
 };
+export const EVENTS: ResourceRef = {
+  group: 'events.k8s.io',
+  version: 'v1',
+  plural: 'events',
+  namespaced: true,
+  kind: 'Event',
+};
+export const LEASES: ResourceRef = {
+  group: 'coordination.k8s.io',
+  version: 'v1',
+  plural: 'leases',
+  namespaced: true,
+  kind: 'Lease',
+};
+export const CUSTOM_RESOURCE_DEFINITIONS: ResourceRef = {
+  group: 'apiextensions.k8s.io',
+  version: 'v1',
+  plural: 'customresourcedefinitions',
+  namespaced: false,
+  kind: 'CustomResourceDefinition',
+};

@@ -6,7 +6,7 @@ import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
 import { Informer, type ResourceRef, resourcePath } from '../runtime/informer.ts';
 import { type KubeHttp, PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
 import { silentLogger } from '../runtime/log.ts';
-import { SECRETS } from '../runtime/resources.ts';
+import { NODES, PODS, SECRETS } from '../runtime/resources.ts';
 import type { KubeObject } from '../runtime/store.ts';
 import type { GitHubDouble, JobRecord, RunnerRecord } from '../testenv/github-double/index.ts';
 import type { ModelEvent } from '../testenv/github-double/model.ts';
@@ -29,8 +29,6 @@ import type { ModelEvent } from '../testenv/github-double/model.ts';
  * lifecycle controller runs in the sandbox).
  */
 
-const PODS: ResourceRef = { group: '', version: 'v1', plural: 'pods', namespaced: true, kind: 'Pod' };
-const NODES: ResourceRef = { group: '', version: 'v1', plural: 'nodes', namespaced: false, kind: 'Node' };
 const FIELD_MANAGER = 'paddock-sandbox-kubelet';
 const RUNNER_CONTAINER = 'runner';
 const RETRY_MS = 1000;
