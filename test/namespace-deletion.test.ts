@@ -10,10 +10,11 @@ import { eventually, type TestCluster, useCluster } from './support/cluster.ts';
 import { markRunnerPodRunning, runnerEnvValue } from './support/pods.ts';
 
 /**
- * Deleting a namespace removes a RunnerSet's credentials Secret along with everything else, while
- * the runner pods wait on paddock's finalizer to unregister their runners. The deletion must finish:
- * with the credentials paddock last read when it can, and after --github-unavailable-timeout when
- * it cannot (a paddock started after the Secret was gone).
+ * Deleting a namespace can remove a RunnerSet's credentials Secret while the runner pods still wait
+ * on paddock's finalizer to unregister their runners: Kubernetes before 1.33 deletes every kind of
+ * object at once (1.33 and later delete pods first; a user or a GitOps tool may still delete the
+ * Secret first). The deletion must finish: with the credentials paddock last read when it can, and
+ * after --github-unavailable-timeout when it cannot (a paddock started after the Secret was gone).
  */
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
@@ -173,6 +174,7 @@ describe('deleting a namespace that holds a RunnerSet and its credentials Secret
     const namespace = await newNamespace();
     const paddock = await start(namespace);
     const runnerIds = await fleet(paddock, namespace);
+    await core.deleteNamespacedSecret({ name: 'creds', namespace });
     await core.deleteNamespace({ name: namespace });
     await eventually('namespace gone', namespaceGone(namespace), 90_000).catch(diagnose(namespace));
     const left = double.runners('orgs/acme').filter((r) => runnerIds.includes(r.id));
