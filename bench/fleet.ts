@@ -47,6 +47,7 @@ for (const runners of sizes) {
     result = {
       runners,
       githubRateLimitedRequestsPerRunnerHour: s.github.rateLimitedRequestsPerRunnerHour,
+      githubRequestsByRoute: s.github.byRoute,
       replacementLatencyMsP50: s.replacementLatencyMs.p50,
       replacementLatencyMsP99: s.replacementLatencyMs.p99,
       jobsCancelledByController: s.jobs.cancelledByController,

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { crdManifests } from '../api/index.ts';
+import { crdManifests, RUNNER_SETS, type RunnerSet } from '../api/index.ts';
 import { podGitHubClients } from '../controllers/github-clients.ts';
 import { RunnerPodReconciler } from '../controllers/runner-pod.ts';
 import { DEFAULT_RUNNER_POD_DEFAULTS } from '../controllers/runner-pod-spec.ts';
@@ -22,9 +22,10 @@ import { PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
 import { createLogger } from '../runtime/log.ts';
 import { Manager } from '../runtime/manager.ts';
 import { FIELD_MANAGER } from '../runtime/objects.ts';
-import { CUSTOM_RESOURCE_DEFINITIONS } from '../runtime/resources.ts';
+import { CUSTOM_RESOURCE_DEFINITIONS, STATEFUL_SETS } from '../runtime/resources.ts';
 import {
   applyRunnerPodWebhookConfiguration,
+  cachedRunnerPodCluster,
   kubeRunnerPodCluster,
   loadOrCreateWebhookCertificates,
   MUTATE_RUNNER_POD_PATH,
@@ -408,12 +409,17 @@ async function startWebhook(
       ...(ipHost ? { ipAddresses: [ipHost] } : {}),
     });
   const certs = await loadCertificates();
+  const watched = config.watchNamespace ? { namespace: config.watchNamespace } : {};
   const server = new WebhookServer({
     tls: certs.serving,
     handlers: {
       [MUTATE_RUNNER_POD_PATH]: runnerPodAdmissionHandler({
         github: clients,
-        cluster: kubeRunnerPodCluster(manager.http),
+        cluster: cachedRunnerPodCluster(kubeRunnerPodCluster(manager.http), {
+          // The RunnerSet controller's informers (the manager shares one per resource and namespace).
+          statefulSets: manager.informer(STATEFUL_SETS, watched).store,
+          runnerSets: manager.informer<RunnerSet>(RUNNER_SETS, watched).store,
+        }),
         logger: log.child({ component: 'webhook' }),
         ...(config.webhook.jitConfig ? { jit: {} } : {}),
       }),

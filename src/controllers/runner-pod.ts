@@ -234,6 +234,12 @@ export class RunnerPodReconciler {
         return 'continue';
 
       case 'need-listing':
+        if (step.notBefore !== undefined) {
+          ctx.log.debug(
+            { notBefore: new Date(step.notBefore).toISOString() },
+            'runner list needed fresher than the cache',
+          );
+        }
         await this.list(pass, step.notBefore);
         return 'continue';
 

@@ -34,6 +34,7 @@ export type {
   VerifiedOwner,
 } from './runner-set-owner.ts';
 export {
+  cachedRunnerPodCluster,
   claimedRunnerSet,
   claimedStatefulSet,
   kubeRunnerPodCluster,

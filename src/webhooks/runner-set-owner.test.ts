@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import type { RunnerSet } from '../api/index.ts';
 import type { KubeObject, OwnerReference } from '../runtime/store.ts';
 import {
+  cachedRunnerPodCluster,
   claimedRunnerSet,
   claimedStatefulSet,
   type RunnerPodClaims,
@@ -158,5 +159,34 @@ describe('RunnerSet owner verification', () => {
     const elsewhere = await verifyRunnerSetPod('other-ns', claims({ ownerReferences: [ref] }), cluster);
     assert.deepEqual(elsewhere, { ok: false, reason: 'its owner StatefulSet other-ns/rs-x does not exist' });
     assert.deepEqual(cluster.reads, ['StatefulSet ns/rs-x', 'RunnerSet ns/rs', 'StatefulSet other-ns/rs-x']);
+  });
+});
+
+describe('cachedRunnerPodCluster', () => {
+  const sts = { metadata: { name: 'rs-abc', namespace: 'ns', uid: 's1' } };
+  const live = {
+    gets: [] as string[],
+    statefulSet: async (_ns: string, name: string) => {
+      live.gets.push(`sts/${name}`);
+      return name === 'new-sts' ? { metadata: { name, namespace: 'ns', uid: 's2' } } : undefined;
+    },
+    runnerSet: async (_ns: string, name: string) => {
+      live.gets.push(`rs/${name}`);
+      return undefined;
+    },
+    secret: async () => undefined,
+    applySecret: async () => undefined,
+  };
+  const cached = cachedRunnerPodCluster(live, {
+    statefulSets: { getByName: (ns, name) => (ns === 'ns' && name === 'rs-abc' ? sts : undefined) },
+    runnerSets: { getByName: () => undefined },
+  });
+
+  test('a StatefulSet in the cache is not fetched; one the cache has not seen yet is', async () => {
+    assert.equal(await cached.statefulSet('ns', 'rs-abc'), sts);
+    assert.deepEqual(live.gets, []);
+    assert.equal((await cached.statefulSet('ns', 'new-sts'))?.metadata.uid, 's2');
+    assert.equal(await cached.runnerSet('ns', 'rs'), undefined);
+    assert.deepEqual(live.gets, ['sts/new-sts', 'rs/rs']);
   });
 });

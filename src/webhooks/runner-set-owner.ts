@@ -48,6 +48,31 @@ export function kubeRunnerPodCluster(http: KubeHttp): RunnerPodCluster {
   };
 }
 
+/** A store of objects as an informer keeps them (the runtime's Store fits). */
+export interface ObjectCache<T> {
+  getByName(namespace: string | undefined, name: string): T | undefined;
+}
+
+/**
+ * Reads StatefulSets and RunnerSets from the controllers' informer caches first (they come from
+ * the API server's own list and watch, so they are as trustworthy as a GET), and from the API
+ * server only when the cache has not seen the object yet, e.g. a StatefulSet created a moment ago.
+ * The webhook sits in the path of every runner pod creation: two GETs fewer per pod matter at a
+ * thousand runners.
+ */
+export function cachedRunnerPodCluster(
+  live: RunnerPodCluster,
+  caches: { statefulSets: ObjectCache<KubeObject>; runnerSets: ObjectCache<RunnerSet> },
+): RunnerPodCluster {
+  return {
+    ...live,
+    statefulSet: async (ns, name, signal) =>
+      caches.statefulSets.getByName(ns, name) ?? (await live.statefulSet(ns, name, signal)),
+    runnerSet: async (ns, name, signal) =>
+      caches.runnerSets.getByName(ns, name) ?? (await live.runnerSet(ns, name, signal)),
+  };
+}
+
 /** What the pod says about itself, as far as the check needs it. */
 export interface RunnerPodClaims {
   ownerReferences: readonly OwnerReference[];
