@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { parseFlags } from '../src/cli/flags.ts';
-import { type Paddock, runConfig, startPaddock } from '../src/cli/run.ts';
-import { RUN_FLAGS } from '../src/cli/run-flags.ts';
-import { createLogger } from '../src/runtime/log.ts';
+import type { Paddock } from '../src/cli/run.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, type TestCluster, useCluster } from './support/cluster.ts';
+import { deleteTestWebhookConfiguration, startTestPaddock } from './support/paddock.ts';
 import { markRunnerPodRunning, runnerEnvValue } from './support/pods.ts';
 
 /**
@@ -28,7 +26,7 @@ describe('deleting a namespace that holds a RunnerSet and its credentials Secret
   let token: string;
   const logLines: string[] = [];
   const running: Paddock[] = [];
-  const webhookConfigs: string[] = [];
+  const namespaces = new Set<string>();
 
   before(async () => {
     double.cacheMaxAgeSeconds = 1;
@@ -40,49 +38,22 @@ describe('deleting a namespace that holds a RunnerSet and its credentials Secret
   });
   after(async () => {
     for (const p of running) await p.stop().catch(() => undefined);
-    for (const name of webhookConfigs) {
-      await running[0]?.manager.http
-        .request('DELETE', `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${name}`)
-        .catch(() => undefined);
-    }
+    for (const namespace of namespaces) await deleteTestWebhookConfiguration(cluster.kubeConfig, namespace);
     await double.stop();
   });
 
   async function start(namespace: string): Promise<Paddock> {
-    const { values } = parseFlags(
-      RUN_FLAGS,
-      [
-        '--watch-namespace',
-        namespace,
-        '--metrics-addr',
-        '0',
-        '--health-probe-addr',
-        '0',
-        '--webhook-addr',
-        '127.0.0.1:0',
-        '--webhook-url',
-        'https://127.0.0.1:0',
-        '--registration-recheck-interval',
-        '1s',
-        '--unregistration-retry-delay',
-        '1s',
-        '--force-delete-timeout',
-        '2s',
-        '--github-unavailable-timeout',
-        '3s',
-        '--sync-period',
-        '5s',
-        '--install-crds',
-      ],
-      // No default credentials: the RunnerSet's Secret is the only way to GitHub.
-      { GITHUB_URL: double.apiUrl },
-    );
-    const paddock = await startPaddock(runConfig(values), {
+    // No default credentials: the RunnerSet's Secret is the only way to GitHub.
+    const { paddock } = await startTestPaddock({
       kubeConfig: cluster.kubeConfig,
-      log: createLogger({ level: 'info', destination: { write: (l: string) => logLines.push(l) } as never }),
+      namespace,
+      env: { GITHUB_URL: double.apiUrl },
+      flags: ['--force-delete-timeout', '2s', '--github-unavailable-timeout', '3s'],
+      logLevel: 'info',
+      logLines,
     });
     running.push(paddock);
-    webhookConfigs.push(`paddock-runner-pod-token-${namespace}`);
+    namespaces.add(namespace);
     return paddock;
   }
 

@@ -2,13 +2,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { AppsV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { RUNNER_SETS } from '../src/api/index.ts';
-import { parseFlags } from '../src/cli/flags.ts';
-import { installCrds, type Paddock, runConfig, startPaddock } from '../src/cli/run.ts';
-import { RUN_FLAGS } from '../src/cli/run-flags.ts';
-import { createLogger } from '../src/runtime/log.ts';
+import { installCrds, type Paddock } from '../src/cli/run.ts';
 import { mergePatch } from '../src/runtime/objects.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
+import { deleteTestWebhookConfiguration, startTestPaddock } from './support/paddock.ts';
 import { markRunnerExited, markRunnerPodRunning, runnerEnvValue } from './support/pods.ts';
 
 describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod controller)', () => {
@@ -25,52 +23,19 @@ describe('RunnerSet end to end (kube-controller-manager, pod webhook, runner pod
     await double.start();
     double.addOrg('acme');
     const { token } = double.addToken();
-    const { values } = parseFlags(
-      RUN_FLAGS,
-      [
-        '--watch-namespace',
-        ns.name,
-        '--metrics-addr',
-        '0',
-        '--health-probe-addr',
-        '0',
-        '--webhook-addr',
-        '127.0.0.1:0',
-        '--webhook-url',
-        'https://127.0.0.1:0',
-        '--leader-election-namespace',
-        ns.name,
-        '--registration-recheck-interval',
-        '1s',
-        '--registration-recheck-jitter',
-        '100ms',
-        '--unregistration-retry-delay',
-        '1s',
-        '--sync-period',
-        '5s',
-        '--install-crds',
-      ],
-      { GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl },
-    );
-    paddock = await startPaddock(runConfig(values), {
+    ({ paddock } = await startTestPaddock({
       kubeConfig: ns.cluster.kubeConfig,
-      log: createLogger({
-        level: 'debug',
-        destination: { write: (line: string) => logLines.push(line) } as never,
-      }),
-    });
+      namespace: ns.name,
+      env: { GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl },
+      logLines,
+    }));
     core = ns.cluster.kubeConfig.makeApiClient(CoreV1Api);
     apps = ns.cluster.kubeConfig.makeApiClient(AppsV1Api);
   });
 
   after(async () => {
     await paddock?.stop();
-    await paddock?.manager.http
-      .request(
-        'DELETE',
-        `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-pod-token-${ns.name}`,
-      )
-      .catch(() => undefined);
+    await deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name);
     await double.stop();
   });
 

@@ -280,6 +280,23 @@ function ensureListing(
   return { kind: 'resolved' };
 }
 
+/** A list whose pages disagreed proves no absence: look again soon. */
+const UNPROVEN_ABSENCE: RunnerPodStep = {
+  kind: 'settle',
+  requeueAfterMs: INCOMPLETE_LISTING_RETRY_MS,
+  log: 'runner list cannot prove absence yet',
+};
+
+/** The runner is absent from a list late enough to tell: done, once the list is complete. */
+function gone(input: RunnerPodPlanInput, f: RunnerPodFacts, runnerId: number, log: string): RunnerPodStep {
+  if (!input.learned.listing?.complete) return UNPROVEN_ABSENCE;
+  return complete(
+    input,
+    normal('RunnerGone', `Runner ${f.name} (ID ${runnerId}) is no longer registered with GitHub`),
+    log,
+  );
+}
+
 /** Completes the graceful stop: the runner is not registered (any more, or never was). */
 function complete(input: RunnerPodPlanInput, event: EventSpec | undefined, log: string): RunnerPodStep {
   return {
@@ -499,13 +516,7 @@ function planRegistration(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerP
   // moment before it must be seen (a cached list may be up to a minute old).
   const deadline = registrationDeadline(f, rs.timeoutMs) ?? now;
   if (listing.fetchedAt < deadline) return { kind: 'need-listing', notBefore: deadline };
-  if (!listing.complete && lookup === 'notFound') {
-    return {
-      kind: 'settle',
-      requeueAfterMs: INCOMPLETE_LISTING_RETRY_MS,
-      log: 'runner list incomplete; checking again',
-    };
-  }
+  if (!listing.complete && lookup === 'notFound') return UNPROVEN_ABSENCE;
   return planRestart(input, f, warning('RegistrationTimeout', result.message), result.message);
 }
 
@@ -592,13 +603,7 @@ function planStop(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerPodStep |
     const found = runnerByName(listing, f);
     if (!found) {
       if (blind.kind === 'wait') return { kind: 'settle', requeueAfterMs: blind.requeueAfterMs };
-      if (!listing.complete || !listedAfterCreation(listing, f)) {
-        return {
-          kind: 'settle',
-          requeueAfterMs: INCOMPLETE_LISTING_RETRY_MS,
-          log: 'runner list cannot prove absence yet',
-        };
-      }
+      if (!listing.complete || !listedAfterCreation(listing, f)) return UNPROVEN_ABSENCE;
       return complete(input, undefined, `graceful stop: row ${blind.kind === 'done' ? blind.row : '?'}`);
     }
     runnerId = found.id;
@@ -660,18 +665,7 @@ function planRemoval(input: RunnerPodPlanInput, f: RunnerPodFacts, runnerId: num
   listing = learned.listing!;
   const byName = runnerByName(listing, f);
   if (byName) return { kind: 'remove-runner', runnerId: byName.id };
-  if (!listing.complete) {
-    return {
-      kind: 'settle',
-      requeueAfterMs: INCOMPLETE_LISTING_RETRY_MS,
-      log: 'runner list cannot prove absence yet',
-    };
-  }
-  return complete(
-    input,
-    normal('RunnerGone', `Runner ${f.name} (ID ${runnerId}) is no longer registered with GitHub`),
-    'runner already gone from GitHub',
-  );
+  return gone(input, f, runnerId, 'runner already gone from GitHub');
 }
 
 /** What to do with GitHub's answer to the removal (spec §4.3, row 8). */
@@ -725,18 +719,7 @@ function planRemovalAnswer(input: RunnerPodPlanInput, f: RunnerPodFacts): Runner
       // The runner may have registered again under a new ID (config --replace): that one goes too.
       const byName = runnerByName(listing, f);
       if (byName && byName.id !== removal.runnerId) return { kind: 'remove-runner', runnerId: byName.id };
-      if (!listing.complete) {
-        return {
-          kind: 'settle',
-          requeueAfterMs: INCOMPLETE_LISTING_RETRY_MS,
-          log: 'runner list cannot prove absence yet',
-        };
-      }
-      return complete(
-        input,
-        normal('RunnerGone', `Runner ${f.name} (ID ${removal.runnerId}) is no longer registered with GitHub`),
-        'graceful stop: 404 confirmed',
-      );
+      return gone(input, f, removal.runnerId, 'graceful stop: 404 confirmed');
     }
     case 'retry':
       if (removal.answer.kind === 'invalidCredentials') {

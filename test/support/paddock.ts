@@ -1,0 +1,78 @@
+import type { KubeConfig } from '@kubernetes/client-node';
+import { parseFlags } from '../../src/cli/flags.ts';
+import { type Paddock, runConfig, startPaddock } from '../../src/cli/run.ts';
+import { RUN_FLAGS } from '../../src/cli/run-flags.ts';
+import { KubeHttp } from '../../src/runtime/kube-http.ts';
+import { createLogger } from '../../src/runtime/log.ts';
+
+/**
+ * `paddock run` inside the test process, for one namespace: everything on 127.0.0.1 (probes, metrics
+ * and the webhook on free ports), timings short enough for tests, the CRDs installed, and every log
+ * line kept in `logLines` for failure messages. `flags` come last and win.
+ */
+export async function startTestPaddock(opts: {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  /** GITHUB_TOKEN, GITHUB_URL, … as the environment of `paddock run`. */
+  env: Record<string, string>;
+  flags?: string[];
+  logLevel?: string;
+  logLines?: string[];
+}): Promise<{ paddock: Paddock; logLines: string[] }> {
+  const logLines = opts.logLines ?? [];
+  const { values } = parseFlags(
+    RUN_FLAGS,
+    [
+      '--watch-namespace',
+      opts.namespace,
+      '--metrics-addr',
+      '0',
+      '--health-probe-addr',
+      '0',
+      '--webhook-addr',
+      '127.0.0.1:0',
+      '--webhook-url',
+      'https://127.0.0.1:0',
+      '--leader-election-namespace',
+      opts.namespace,
+      '--registration-recheck-interval',
+      '1s',
+      '--registration-recheck-jitter',
+      '100ms',
+      '--unregistration-retry-delay',
+      '1s',
+      '--sync-period',
+      '5s',
+      '--install-crds',
+      ...(opts.flags ?? []),
+    ],
+    opts.env,
+  );
+  const paddock = await startPaddock(runConfig(values), {
+    kubeConfig: opts.kubeConfig,
+    log: createLogger({
+      level: opts.logLevel ?? 'debug',
+      destination: { write: (line: string) => logLines.push(line) } as never,
+    }),
+  });
+  return { paddock, logLines };
+}
+
+/** Deletes the MutatingWebhookConfiguration `paddock run --watch-namespace <namespace>` registered. */
+export async function deleteTestWebhookConfiguration(
+  kubeConfig: KubeConfig,
+  namespace: string,
+): Promise<void> {
+  // Its own client: paddock's may be closed already.
+  const http = new KubeHttp(kubeConfig);
+  try {
+    await http
+      .request(
+        'DELETE',
+        `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-pod-token-${namespace}`,
+      )
+      .catch(() => undefined);
+  } finally {
+    http.close();
+  }
+}
