@@ -1,14 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import {
-  AppsV1Api,
-  CoreV1Api,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1Pod,
-  type V1StatefulSet,
-  Watch,
-} from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, type V1Pod, type V1StatefulSet, Watch } from '@kubernetes/client-node';
 import { RUNNER_SETS } from '../src/api/index.ts';
 import { installCrds, type Paddock } from '../src/cli/run.ts';
 import { type GitHubClientSource, RunnerPodReconciler } from '../src/controllers/runner-pod.ts';
@@ -24,7 +16,7 @@ import { mergePatch } from '../src/runtime/objects.ts';
 import { GitHubDouble, type JobRecord } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
 import { deleteTestWebhookConfiguration, startTestPaddock } from './support/paddock.ts';
-import { markRunnerPodRunning } from './support/pods.ts';
+import { markRunnerPodRunning, markRunnerSucceeded } from './support/pods.ts';
 
 /**
  * RunnerSet scale-down and template rollouts end to end (issue 10 items 7, 13, 14): a real API server
@@ -42,34 +34,6 @@ const envEntry = (pod: V1Pod, name: string) =>
 const imageOf = (spec: { containers?: { name: string; image?: string }[] } | undefined) =>
   spec?.containers?.find((c) => c.name === 'runner')?.image;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** What the kubelet reports when the runner process of a runner-only pod exits 0. */
-async function markRunnerSucceeded(core: CoreV1Api, namespace: string, name: string): Promise<void> {
-  const now = new Date().toISOString();
-  await core.patchNamespacedPodStatus(
-    {
-      name,
-      namespace,
-      body: {
-        status: {
-          phase: 'Succeeded',
-          conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: now }],
-          containerStatuses: [
-            {
-              name: 'runner',
-              image: 'x',
-              imageID: '',
-              ready: false,
-              restartCount: 0,
-              state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: now, finishedAt: now } },
-            },
-          ],
-        },
-      },
-    },
-    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-  );
-}
 
 /** What both suites need: listing, waiting with diagnostics, a simulated kubelet, RunnerSet writes. */
 function fleet(o: {

@@ -4,7 +4,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { crdManifests, RUNNER_SETS, type RunnerSet } from '../api/index.ts';
 import { podGitHubClients } from '../controllers/github-clients.ts';
-import { RunnerPodReconciler } from '../controllers/runner-pod.ts';
+import { RunnerPodReconciler, type RunnerPodSettings } from '../controllers/runner-pod.ts';
 import { DEFAULT_RUNNER_POD_DEFAULTS } from '../controllers/runner-pod-spec.ts';
 import { RunnerSetReconciler } from '../controllers/runner-set.ts';
 import { VolumeRetentionReconcilers } from '../controllers/volumes.ts';
@@ -48,14 +48,7 @@ export interface RunConfig {
   endpoints: GitHubEndpoints;
   caBundle: Buffer | undefined;
   rateLimitReserve: number;
-  runnerPod: {
-    registrationRecheckIntervalMs: number;
-    registrationRecheckJitterMs: number;
-    registrationTimeoutMs: number;
-    unregistrationRetryDelayMs: number;
-    forceDeleteTimeoutMs: number;
-    githubUnavailableTimeoutMs: number;
-  };
+  runnerPod: RunnerPodSettings;
   podDefaults: {
     runnerImage: string;
     dockerImage: string;

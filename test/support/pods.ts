@@ -76,3 +76,31 @@ export async function markRunnerExited(core: CoreV1Api, namespace: string, name:
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   );
 }
+
+/** What the kubelet reports when the runner process of a runner-only pod exits 0. */
+export async function markRunnerSucceeded(core: CoreV1Api, namespace: string, name: string): Promise<void> {
+  const now = new Date().toISOString();
+  await core.patchNamespacedPodStatus(
+    {
+      name,
+      namespace,
+      body: {
+        status: {
+          phase: 'Succeeded',
+          conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: now }],
+          containerStatuses: [
+            {
+              name: 'runner',
+              image: 'x',
+              imageID: '',
+              ready: false,
+              restartCount: 0,
+              state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: now, finishedAt: now } },
+            },
+          ],
+        },
+      },
+    },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
+}
