@@ -8,10 +8,16 @@ test('recent removal answers are reused only while fresh, and only those that st
   memo.record('acme/2', { kind: 'removed' }, 1_000);
   memo.record('acme/3', { kind: 'notFound' }, 1_000);
   memo.record('acme/4', { kind: 'failed', status: 500, message: 'boom' }, 1_000);
+  memo.record('acme/5', { kind: 'forbidden', message: 'Resource not accessible by integration' }, 1_000);
   assert.deepEqual(memo.get('acme/1', 5_999), { kind: 'busy', message: 'Runner is busy' });
   assert.deepEqual(memo.get('acme/2', 1_000), { kind: 'removed' });
   assert.equal(memo.get('acme/3', 1_000), undefined, '404 is confirmed by a fresh list instead');
   assert.equal(memo.get('acme/4', 1_000), undefined, 'failures are retried, never replayed');
+  assert.equal(
+    memo.get('acme/5', 1_000)?.kind,
+    'forbidden',
+    'a refusal is not asked again from a stale cache',
+  );
   assert.equal(memo.get('acme/1', 6_000), undefined, 'expired');
   assert.equal(memo.get('other/1', 1_000), undefined);
 

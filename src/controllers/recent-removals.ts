@@ -27,7 +27,9 @@ export class RecentRemovals {
   }
 
   record(key: string, outcome: RemoveRunnerOutcome, now: number): void {
-    if (outcome.kind !== 'removed' && outcome.kind !== 'busy') {
+    // A 403 stays true for a while too: asking again from a stale cache would only get the same
+    // refusal, or, had the fault passed, remove a runner we already let go with a Warning.
+    if (outcome.kind !== 'removed' && outcome.kind !== 'busy' && outcome.kind !== 'forbidden') {
       this.answers.delete(key);
       return;
     }
