@@ -20,7 +20,7 @@ import { toKubeError } from '../runtime/errors.ts';
 import { resourcePath } from '../runtime/informer.ts';
 import { PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
 import { createLogger } from '../runtime/log.ts';
-import { Manager } from '../runtime/manager.ts';
+import { Manager, parseListenAddress } from '../runtime/manager.ts';
 import { FIELD_MANAGER } from '../runtime/objects.ts';
 import { CUSTOM_RESOURCE_DEFINITIONS, STATEFUL_SETS } from '../runtime/resources.ts';
 import {
@@ -386,7 +386,12 @@ async function startWebhook(
   log: Logger,
   clock: Clock,
 ): Promise<RunningWebhook> {
-  const [host, portText] = config.webhook.addr!.split(/:(?=[^:]*$)/) as [string, string | undefined];
+  let listen: ReturnType<typeof parseListenAddress>;
+  try {
+    listen = parseListenAddress(config.webhook.addr!);
+  } catch (err) {
+    throw new StartupError(`--webhook-addr: ${(err as Error).message}`);
+  }
   const namespace = config.leaderElection?.namespace ?? 'default';
   const url = config.webhook.url ? new URL(config.webhook.url) : undefined;
   const ipHost = url && /^[\d.]+$|^\[/.test(url.hostname) ? url.hostname.replace(/^\[|\]$/g, '') : undefined;
@@ -418,8 +423,9 @@ async function startWebhook(
       }),
     },
     logger: log, // binds component itself
-    host: host || '0.0.0.0',
-    port: Number(portText ?? 9443),
+    // ':9443' (ARC's default) listens on every interface.
+    host: listen.host ?? '0.0.0.0',
+    port: listen.port,
     clientCa: config.webhook.clientCa,
   });
   const port = await server.start();
