@@ -11,6 +11,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ControlPlane, startControlPlane } from '../src/testenv/control-plane.ts';
+import { installCrdsEarly } from './support/cluster.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -31,6 +32,7 @@ if (!unitOnly) {
   plane = await startControlPlane({ controllerManager: true });
   env.PADDOCK_TEST_KUBECONFIG = plane.kubeconfigPath;
   env.PADDOCK_TEST_CONTROLLER_MANAGER = '1';
+  await installCrdsEarly(plane.kubeConfig);
   // Lets a failing test quote the components' logs.
   env.PADDOCK_TEST_DATA_DIR = plane.dataDir;
   process.stderr.write(`[test] control plane up in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);

@@ -4,8 +4,11 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { crdManifests, RUNNER_SETS, type RunnerSet } from '../api/index.ts';
 import { podGitHubClients } from '../controllers/github-clients.ts';
+import { RunnerReconciler } from '../controllers/runner.ts';
+import { RunnerDeploymentReconciler } from '../controllers/runner-deployment.ts';
 import { RunnerPodReconciler, type RunnerPodSettings } from '../controllers/runner-pod.ts';
 import { DEFAULT_RUNNER_POD_DEFAULTS } from '../controllers/runner-pod-spec.ts';
+import { RunnerReplicaSetReconciler } from '../controllers/runner-replica-set.ts';
 import { RunnerSetReconciler } from '../controllers/runner-set.ts';
 import { VolumeRetentionReconcilers } from '../controllers/volumes.ts';
 import {
@@ -327,6 +330,25 @@ export async function startPaddock(
       );
     }
   }
+  const watched = config.watchNamespace ? { namespace: config.watchNamespace } : {};
+  new RunnerReconciler({
+    manager,
+    github: clients,
+    podDefaults,
+    githubBaseUrl: config.podDefaults.runnerGitHubUrl,
+    ...watched,
+  });
+  new RunnerReplicaSetReconciler({
+    manager,
+    github: clients,
+    registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
+    ...watched,
+  });
+  new RunnerDeploymentReconciler({
+    manager,
+    commonRunnerLabels: config.podDefaults.commonRunnerLabels,
+    ...watched,
+  });
   new RunnerSetReconciler({
     manager,
     github: clients,

@@ -14,6 +14,8 @@ export const ANNOTATION_UNREGISTRATION_START = 'actions-runner/unregistration-st
 export const ANNOTATION_UNREGISTRATION_COMPLETE = 'actions-runner/unregistration-complete-timestamp';
 export const ANNOTATION_UNREGISTRATION_FAILURE = 'actions-runner/unregistration-failure-message';
 export const ANNOTATION_COMPLETION_WAIT_START = 'actions-runner/runner-completion-wait-start-timestamp';
+/** When the registration token a pod (or a Runner's token Secret) carries expires; informational. */
+export const ANNOTATION_TOKEN_EXPIRES_AT = 'actions-runner-controller/token-expires-at';
 export const ANNOTATION_CREDS_SECRET = 'actions-runner/github-api-creds-secret';
 export const ANNOTATION_LAST_REGISTRATION_CHECK = 'actions-runner-controller/last-registration-check-time';
 
@@ -21,6 +23,8 @@ export const ANNOTATION_LAST_REGISTRATION_CHECK = 'actions-runner-controller/las
 export const ANNOTATION_WAIT_REASON = 'paddock.dev/wait-reason';
 export const ANNOTATION_WAIT_START = 'paddock.dev/wait-start-timestamp';
 
+/** On Runners (ARC's name): the Runner controller cleans up before a Runner goes. */
+export const FINALIZER_RUNNER = 'runner.actions.summerwind.dev';
 export const FINALIZER_RUNNER_POD = 'actions.summerwind.dev/runner-pod';
 export const FINALIZER_LINKED_RESOURCES = 'actions.summerwind.dev/linked-resources';
 

@@ -482,7 +482,17 @@ export function runnerOwnerReference(runner: Runner): V1OwnerReference {
  * The pod of a Runner (same name and namespace), with the registration token from its status and a
  * controller reference to it. Throws RunnerPodError for invalid container-mode-kubernetes settings.
  */
-export function newRunnerPod(runner: Runner, githubBaseURL: string, defaults: RunnerPodDefaults): V1Pod {
+export function newRunnerPod(
+  runner: Runner,
+  githubBaseURL: string,
+  defaults: RunnerPodDefaults,
+  /**
+   * paddock's Runner controller: RUNNER_TOKEN comes from this Secret (key `registration-token`)
+   * instead of a literal, so the token is never in the pod spec; the pod-mutation label is left off
+   * (the pod needs nothing from the pod webhook). Without it, ARC's literal from the Runner status.
+   */
+  tokenSecret?: { name: string; key: string },
+): V1Pod {
   const spec = runner.spec;
   const name = runner.metadata.name ?? '';
   const token = runner.status?.registration?.token ?? '';
@@ -590,6 +600,15 @@ export function newRunnerPod(runner: Runner, githubBaseURL: string, defaults: Ru
   pod.metadata!.name = name;
   const mutated = mutatePod(pod, token);
   mutated.metadata!.ownerReferences = [runnerOwnerReference(runner)];
+  if (tokenSecret) {
+    const env = mutated.spec?.containers.find((c) => c.name === RUNNER_CONTAINER)?.env ?? [];
+    const entry = env.find((e) => e.name === ENV_RUNNER_TOKEN);
+    if (entry && !entry.value && !entry.valueFrom) {
+      delete entry.value;
+      entry.valueFrom = { secretKeyRef: { name: tokenSecret.name, key: tokenSecret.key } };
+    }
+    delete mutated.metadata!.labels![LABEL_POD_MUTATION];
+  }
   return mutated;
 }
 

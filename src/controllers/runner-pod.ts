@@ -1,4 +1,4 @@
-import { RUNNERS } from '../api/index.ts';
+import { RUNNERS, type Runner } from '../api/index.ts';
 import type { GitHubClient, GitHubScope, RemoveRunnerOutcome, RunnerChange } from '../github/index.ts';
 import { GitHubApiError, GitHubConfigError, scopeKey } from '../github/index.ts';
 import type { Clock } from '../runtime/clock.ts';
@@ -94,6 +94,7 @@ interface Pass {
 export class RunnerPodReconciler {
   readonly controller: Controller;
   readonly informer: Informer<PodObject>;
+  private readonly runners: Informer<Runner>;
   private readonly http: KubeHttp;
   private readonly clock: Clock;
   private readonly events: EventRecorder;
@@ -117,6 +118,7 @@ export class RunnerPodReconciler {
       ...(opts.namespace ? { namespace: opts.namespace } : {}),
       indexers: { ...defaultIndexers, [POD_NAME_INDEX]: (p) => [p.metadata.name ?? ''] },
     });
+    this.runners = m.informer<Runner>(RUNNERS, opts.namespace ? { namespace: opts.namespace } : {});
     // A runner appearing, changing state or vanishing requeues its pod at once.
     this.interest = new RegistryInterest((change: RunnerChange) => {
       for (const pod of this.informer.store.byIndex(POD_NAME_INDEX, change.runner.name)) {
@@ -192,11 +194,28 @@ export class RunnerPodReconciler {
         return undefined;
       }
 
-      case 'delete-runner-object':
-        // A pod deleted directly must not be recreated by its Runner.
-        await this.deleteIgnoringNotFound(resourcePath(RUNNERS, pod.metadata.namespace, step.name));
+      case 'delete-runner-object': {
+        // A replica set's Runner whose pod goes is replaced by a new Runner (a fresh name and
+        // sync time), as ARC does. A Runner of its own gets a new pod from the Runner controller.
+        const runner = this.runners.store.getByName(pod.metadata.namespace, step.name);
+        const ownerUid = pod.metadata.ownerReferences?.find((r) => r.controller && r.kind === 'Runner')?.uid;
+        const ofReplicaSet = runner?.metadata.ownerReferences?.some(
+          (r) => r.controller && r.kind === 'RunnerReplicaSet',
+        );
+        if (
+          runner &&
+          !runner.metadata.deletionTimestamp &&
+          runner.metadata.uid === ownerUid &&
+          ofReplicaSet
+        ) {
+          await this.deleteIgnoringNotFound(
+            resourcePath(RUNNERS, pod.metadata.namespace, step.name),
+            ownerUid,
+          );
+        }
         pass.learned.runnerObjectDeleted = true;
         return 'continue';
+      }
 
       case 'cleanup-linked': {
         const name = pod.metadata.name ?? '';
@@ -419,12 +438,13 @@ export class RunnerPodReconciler {
     );
   }
 
-  private async deleteIgnoringNotFound(path: string): Promise<void> {
+  /** `uid`: only that very object (a newer one of the same name answers 409, which is fine too). */
+  private async deleteIgnoringNotFound(path: string, uid?: string): Promise<void> {
     try {
-      await this.http.request('DELETE', path);
+      await this.http.request('DELETE', path, uid ? { body: { preconditions: { uid } } } : {});
     } catch (err) {
       const e = toKubeError(err);
-      if (e.code !== 404 && e.code !== 410) throw err;
+      if (e.code !== 404 && e.code !== 410 && !(uid && e.code === 409)) throw err;
     }
   }
 

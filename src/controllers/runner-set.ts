@@ -11,15 +11,10 @@ import type { Manager } from '../runtime/manager.ts';
 import { controllerReference, mergePatch } from '../runtime/objects.ts';
 import { PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS } from '../runtime/resources.ts';
 import { CONTROLLER_UID_INDEX, defaultIndexers, type KubeObject, splitKey } from '../runtime/store.ts';
-import {
-  ANNOTATION_CREDS_SECRET,
-  ANNOTATION_UNREGISTRATION_REQUEST,
-  LABEL_RUNNERSET_NAME,
-  rfc3339,
-} from './constants.ts';
+import { ANNOTATION_CREDS_SECRET, LABEL_RUNNERSET_NAME, rfc3339 } from './constants.ts';
+import { OwnerSyncMemory, podStateOf, requestUnregistration } from './owner-memory.ts';
 import {
   ANNOTATION_SYNC_TIME,
-  classifyPod,
   LABEL_TEMPLATE_HASH,
   type OwnerAction,
   type OwnerState,
@@ -50,15 +45,6 @@ interface StatefulSet extends KubeObject {
   status?: { replicas?: number; readyReplicas?: number; currentReplicas?: number; updatedReplicas?: number };
 }
 
-/** How long a written unregistration request is remembered at most while the caches do not show it. */
-const ASKED_MEMORY_MS = 30_000;
-
-/** Unregistration requests written but not seen in the caches yet: StatefulSet name / pod UID → until. */
-interface AskedMemory {
-  owners: Map<string, number>;
-  pods: Map<string, number>;
-}
-
 export interface RunnerSetControllerOptions {
   manager: Manager;
   github: GitHubClientSource;
@@ -79,19 +65,8 @@ export class RunnerSetReconciler {
   private readonly clock: Clock;
   private readonly events: EventRecorder;
   private readonly opts: RunnerSetControllerOptions;
-  /**
-   * StatefulSets this controller created but its cache has not shown yet, per RunnerSet: until they
-   * appear, planning would count too few runners and create them twice (controller-runtime's
-   * "expectations"). Bounded in time in case a watch event is lost.
-   */
-  private readonly expectedCreations = new Map<string, { names: Set<string>; until: number }>();
-  /**
-   * Unregistration requests this controller wrote that its caches may not show yet, per RunnerSet:
-   * StatefulSet name → until, pod UID → until. Planning on a cache without them would count a
-   * runner that is leaving as a member and ask another one to leave in its place. Dropped once the
-   * cache shows the annotation, the object is gone, or the time is up (a lost watch event).
-   */
-  private readonly asked = new Map<string, AskedMemory>();
+  /** Created StatefulSets and written requests the caches may not show yet, per RunnerSet. */
+  private readonly memory: OwnerSyncMemory;
 
   constructor(opts: RunnerSetControllerOptions) {
     const m = opts.manager;
@@ -99,6 +74,7 @@ export class RunnerSetReconciler {
     this.http = m.http;
     this.clock = m.clock;
     this.events = m.events;
+    this.memory = new OwnerSyncMemory(m.clock);
     const ns = opts.namespace ? { namespace: opts.namespace } : {};
     this.runnerSets = m.informer<RunnerSet>(RUNNER_SETS, ns);
     this.statefulSets = m.informer<StatefulSet>(STATEFUL_SETS, ns);
@@ -124,26 +100,19 @@ export class RunnerSetReconciler {
   async reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
     const rs = this.runnerSets.store.get(key);
     if (!rs || rs.metadata.deletionTimestamp) {
-      this.expectedCreations.delete(key);
-      this.asked.delete(key);
+      this.memory.forget(key);
       const { namespace, name } = splitKey(key);
       this.opts.github.release(this.githubRef(namespace ?? 'default', name));
       return undefined;
     }
     const namespace = rs.metadata.namespace ?? 'default';
-    const expected = this.expectedCreations.get(key);
-    if (expected) {
-      for (const name of expected.names) {
-        if (this.statefulSets.store.getByName(namespace, name)) expected.names.delete(name);
-      }
-      if (expected.names.size > 0 && this.clock.now() < expected.until) {
-        ctx.log.debug(
-          { waitingFor: [...expected.names] },
-          'waiting for created StatefulSets to reach the cache',
-        );
-        return { requeueAfterMs: 1000 };
-      }
-      this.expectedCreations.delete(key);
+    const awaited = this.memory.awaitedCreations(
+      key,
+      (name) => this.statefulSets.store.getByName(namespace, name) !== undefined,
+    );
+    if (awaited.length > 0) {
+      ctx.log.debug({ waitingFor: awaited }, 'waiting for created StatefulSets to reach the cache');
+      return { requeueAfterMs: 1000 };
     }
     const owned = this.statefulSets.store
       .byIndex(CONTROLLER_UID_INDEX, rs.metadata.uid ?? '')
@@ -171,10 +140,12 @@ export class RunnerSetReconciler {
 
     const client = await this.githubFor(rs).catch(() => undefined);
     const now = this.clock.now();
-    const asked: AskedMemory = this.asked.get(key) ?? { owners: new Map(), pods: new Map() };
-    this.asked.set(key, asked);
-    this.forgetSettled(asked, owned);
-    const owners: OwnerState[] = owned.map((sts) => this.ownerState(sts, client, rs, now, asked));
+    this.memory.forgetSettled(
+      key,
+      owned,
+      owned.flatMap((s) => this.pods.store.byIndex(CONTROLLER_UID_INDEX, s.metadata.uid ?? '')),
+    );
+    const owners: OwnerState[] = owned.map((sts) => this.ownerState(sts, client, rs, now, key));
     const plan = planOwnerSync({
       owners,
       desiredReplicas: replicas,
@@ -184,7 +155,7 @@ export class RunnerSetReconciler {
       now,
     });
     if (plan.note) ctx.log.debug({ note: plan.note }, 'owner sync');
-    for (const action of plan.actions) await this.perform(action, rs, desired, namespace, asked, ctx);
+    for (const action of plan.actions) await this.perform(action, rs, desired, namespace, key, ctx);
 
     // Status from the StatefulSets of the current template.
     const current = owned.filter((s) => plan.current.includes(s.metadata.name ?? ''));
@@ -210,7 +181,7 @@ export class RunnerSetReconciler {
     client: GitHubClient | undefined,
     rs: RunnerSet,
     now: number,
-    asked: AskedMemory,
+    key: string,
   ): OwnerState {
     let scope: ReturnType<typeof resolveScope> | undefined;
     try {
@@ -223,27 +194,19 @@ export class RunnerSetReconciler {
       scope = undefined;
     }
     const snapshot = client && scope ? client.registry.peek(scope) : undefined;
-    const pending = (m: Map<string, number>, id: string, annotations: Record<string, string>) => {
-      const until = m.get(id);
-      return until !== undefined && now < until && !annotations[ANNOTATION_UNREGISTRATION_REQUEST];
-    };
-    const pods = this.pods.store.byIndex(CONTROLLER_UID_INDEX, sts.metadata.uid ?? '').map((p) => {
-      const runner = snapshot?.byName(p.metadata.name ?? '');
-      const annotations = p.metadata.annotations ?? {};
-      return {
-        name: p.metadata.name ?? '',
-        bucket: classifyPod(p, now, this.opts.registrationTimeoutMs ?? 600_000),
-        annotations,
-        deleting: Boolean(p.metadata.deletionTimestamp),
-        busy: runner ? runner.busy : undefined,
-        askedRecently: pending(asked.pods, p.metadata.uid ?? '', annotations),
-      };
-    });
+    const pods = this.pods.store.byIndex(CONTROLLER_UID_INDEX, sts.metadata.uid ?? '').map((p) =>
+      podStateOf(p, {
+        now,
+        registrationTimeoutMs: this.opts.registrationTimeoutMs ?? 600_000,
+        snapshot,
+        askedRecently: this.memory.podAskedRecently(key, p),
+      }),
+    );
     const wanted = sts.spec?.replicas ?? 1;
     const annotations = sts.metadata.annotations ?? {};
     return {
       name: sts.metadata.name ?? '',
-      askedRecently: pending(asked.owners, sts.metadata.name ?? '', annotations),
+      askedRecently: this.memory.ownerAskedRecently(key, sts),
       createdAt: Date.parse(sts.metadata.creationTimestamp ?? '') || 0,
       templateHash: sts.metadata.labels?.[LABEL_TEMPLATE_HASH],
       deleting: Boolean(sts.metadata.deletionTimestamp),
@@ -259,15 +222,13 @@ export class RunnerSetReconciler {
     rs: RunnerSet,
     desired: ReturnType<typeof newRunnerSetPodTemplate>,
     namespace: string,
-    asked: AskedMemory,
+    key: string,
     ctx: ReconcileContext,
   ): Promise<void> {
     const stsPath = (name: string) => resourcePath(STATEFUL_SETS, namespace, name);
     switch (action.kind) {
       case 'create-owners': {
-        const key = `${namespace}/${rs.metadata.name}`;
-        const names = new Set<string>();
-        this.expectedCreations.set(key, { names, until: this.clock.now() + 30_000 });
+        const expected = this.memory.expectCreations(key);
         for (let i = 0; i < action.count; i++) {
           const created = await this.http.request<KubeObject>(
             'POST',
@@ -276,7 +237,7 @@ export class RunnerSetReconciler {
               body: this.newStatefulSet(rs, desired),
             },
           );
-          if (created.metadata.name) names.add(created.metadata.name);
+          if (created.metadata.name) expected.add(created.metadata.name);
         }
         ctx.log.info({ count: action.count }, 'created runner StatefulSets');
         return;
@@ -292,60 +253,17 @@ export class RunnerSetReconciler {
           if (!isNotFound(err)) throw err;
         }
         return;
-      case 'request-unregistration': {
-        const at = rfc3339(this.clock.now());
-        const until = this.clock.now() + ASKED_MEMORY_MS;
-        const annotate = { metadata: { annotations: { [ANNOTATION_UNREGISTRATION_REQUEST]: at } } };
-        const ignoreNotFound = (err: unknown) => {
-          if (!isNotFound(err)) throw err;
-          return undefined;
-        };
-        // Pods first, then the owner (as ARC): a pod is the one whose runner the request stops.
-        for (const pod of action.pods) {
-          const cached = this.pods.store.getByName(namespace, pod);
-          if (cached?.metadata.annotations?.[ANNOTATION_UNREGISTRATION_REQUEST]) continue;
-          const patched = await mergePatch(
-            this.http,
-            PODS,
-            { metadata: { name: pod, namespace } },
-            annotate,
-          ).catch(ignoreNotFound);
-          if (patched?.metadata.uid) asked.pods.set(patched.metadata.uid, until);
-        }
-        if (action.annotateOwner) {
-          const patched = await mergePatch(
-            this.http,
-            STATEFUL_SETS,
-            { metadata: { name: action.owner, namespace } },
-            annotate,
-          ).catch(ignoreNotFound);
-          if (patched) asked.owners.set(action.owner, until);
-        }
+      case 'request-unregistration':
+        await requestUnregistration(
+          { http: this.http, clock: this.clock, memory: this.memory, pods: this.pods.store },
+          { parent: key, namespace, owners: STATEFUL_SETS },
+          action,
+        );
         ctx.log.info(
           { statefulSet: action.owner, pods: action.pods, reason: action.reason },
           'asked runner to unregister',
         );
         return;
-      }
-    }
-  }
-
-  /** Forgets remembered requests that the caches now show, whose objects are gone, or that timed out. */
-  private forgetSettled(asked: AskedMemory, owned: StatefulSet[]): void {
-    const now = this.clock.now();
-    const shown = (o: KubeObject | undefined) =>
-      o === undefined || Boolean(o.metadata.annotations?.[ANNOTATION_UNREGISTRATION_REQUEST]);
-    const owners = new Map(owned.map((s) => [s.metadata.name ?? '', s]));
-    const pods = new Map(
-      owned
-        .flatMap((s) => this.pods.store.byIndex(CONTROLLER_UID_INDEX, s.metadata.uid ?? ''))
-        .map((p) => [p.metadata.uid ?? '', p]),
-    );
-    for (const [name, until] of asked.owners) {
-      if (now >= until || shown(owners.get(name))) asked.owners.delete(name);
-    }
-    for (const [uid, until] of asked.pods) {
-      if (now >= until || shown(pods.get(uid))) asked.pods.delete(uid);
     }
   }
 

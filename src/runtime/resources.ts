@@ -59,3 +59,24 @@ export const CUSTOM_RESOURCE_DEFINITIONS: ResourceRef = {
   namespaced: false,
   kind: 'CustomResourceDefinition',
 };
+export const SERVICE_ACCOUNTS: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'serviceaccounts',
+  namespaced: true,
+  kind: 'ServiceAccount',
+};
+export const ROLES: ResourceRef = {
+  group: 'rbac.authorization.k8s.io',
+  version: 'v1',
+  plural: 'roles',
+  namespaced: true,
+  kind: 'Role',
+};
+export const ROLE_BINDINGS: ResourceRef = {
+  group: 'rbac.authorization.k8s.io',
+  version: 'v1',
+  plural: 'rolebindings',
+  namespaced: true,
+  kind: 'RoleBinding',
+};

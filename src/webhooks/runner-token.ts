@@ -3,6 +3,7 @@ import { z } from 'zod';
 import {
   ANNOTATION_CREDS_SECRET,
   ANNOTATION_RUNNER_ID,
+  ANNOTATION_TOKEN_EXPIRES_AT,
   ENV_ENTERPRISE,
   ENV_LABELS,
   ENV_ORG,
@@ -57,8 +58,7 @@ import {
  */
 
 export const MUTATE_RUNNER_POD_PATH = '/mutate-runner-set-pod';
-export { LABEL_INJECT_REGISTRATION_TOKEN };
-export const ANNOTATION_TOKEN_EXPIRES_AT = 'actions-runner-controller/token-expires-at';
+export { ANNOTATION_TOKEN_EXPIRES_AT, LABEL_INJECT_REGISTRATION_TOKEN };
 
 const ENV_RUNNER_LABELS = ENV_LABELS;
 export const ENV_RUNNER_WORKDIR = 'RUNNER_WORKDIR';

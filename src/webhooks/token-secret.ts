@@ -1,4 +1,4 @@
-import { LABEL_RUNNERSET_NAME } from '../controllers/constants.ts';
+import { ANNOTATION_TOKEN_EXPIRES_AT, LABEL_RUNNERSET_NAME } from '../controllers/constants.ts';
 import { invalidSubdomainReason } from '../runtime/names.ts';
 import type { KubeObject } from '../runtime/store.ts';
 
@@ -56,15 +56,52 @@ export function tokenSecretKey(kind: RunnerCredential['kind']): string {
  * record) are dropped by the apply, since paddock was their only manager.
  */
 export function tokenSecret(input: TokenSecretInput): KubeObject {
+  return credentialSecret({
+    namespace: input.namespace,
+    name: tokenSecretName(input.statefulSet.name),
+    labels: { [LABEL_RUNNERSET_NAME]: input.runnerSetName },
+    owner: { apiVersion: 'apps/v1', kind: 'StatefulSet', ...input.statefulSet },
+    credential: input.credential,
+  });
+}
+
+/**
+ * The token Secret of a Runner (same naming as a StatefulSet's): the Runner controller writes it
+ * and points its pod's RUNNER_TOKEN at it, so the token is never in the pod spec or a response.
+ */
+export function runnerTokenSecret(input: {
+  namespace: string;
+  runner: { name: string; uid: string };
+  token: string;
+  expiresAt: string;
+}): KubeObject {
+  const secret = credentialSecret({
+    namespace: input.namespace,
+    name: tokenSecretName(input.runner.name),
+    labels: {},
+    owner: { apiVersion: 'actions.summerwind.dev/v1alpha1', kind: 'Runner', ...input.runner },
+    credential: { kind: 'registrationToken', token: input.token },
+  });
+  secret.metadata.annotations = { [ANNOTATION_TOKEN_EXPIRES_AT]: input.expiresAt };
+  return secret;
+}
+
+function credentialSecret(input: {
+  namespace: string;
+  name: string;
+  labels: Record<string, string>;
+  owner: { apiVersion: string; kind: string; name: string; uid: string };
+  credential: RunnerCredential;
+}): KubeObject {
   const c = input.credential;
   const value = c.kind === 'registrationToken' ? c.token : c.encodedJitConfig;
   return {
     apiVersion: 'v1',
     kind: 'Secret',
     metadata: {
-      name: tokenSecretName(input.statefulSet.name),
+      name: input.name,
       namespace: input.namespace,
-      labels: { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_RUNNERSET_NAME]: input.runnerSetName },
+      labels: { [LABEL_MANAGED_BY]: MANAGED_BY, ...input.labels },
       ...(c.kind === 'jitConfig'
         ? {
             annotations: {
@@ -73,16 +110,8 @@ export function tokenSecret(input: TokenSecretInput): KubeObject {
             },
           }
         : {}),
-      ownerReferences: [
-        // No blockOwnerDeletion: deleting the StatefulSet never waits for its token Secret.
-        {
-          apiVersion: 'apps/v1',
-          kind: 'StatefulSet',
-          name: input.statefulSet.name,
-          uid: input.statefulSet.uid,
-          controller: true,
-        },
-      ],
+      // No blockOwnerDeletion: deleting the owner never waits for its token Secret.
+      ownerReferences: [{ ...input.owner, controller: true }],
     },
     type: 'Opaque',
     data: { [tokenSecretKey(c.kind)]: Buffer.from(value, 'utf8').toString('base64') },

@@ -2,6 +2,8 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { installCrds } from '../../src/cli/run.ts';
+import { KubeHttp } from '../../src/runtime/kube-http.ts';
 import { type ControlPlane, startControlPlane } from '../../src/testenv/control-plane.ts';
 
 /**
@@ -34,9 +36,23 @@ export function useCluster(): Promise<TestCluster> {
     }
     // Stopped by the process exit handlers of the harness when this file's process ends.
     const own = await startControlPlane({ controllerManager: true });
+    await installCrdsEarly(own.kubeConfig);
     return { kubeConfig: own.kubeConfig, controllerManager: true, own, dataDir: own.dataDir };
   })();
   return shared;
+}
+
+/**
+ * Installs paddock's CRDs as soon as the control plane is up: the garbage collector discovers new
+ * resource types only every 30 s, and cascading deletion of RunnerDeployments needs it to know them.
+ */
+export async function installCrdsEarly(kubeConfig: KubeConfig): Promise<void> {
+  const http = new KubeHttp(kubeConfig);
+  try {
+    await installCrds(http);
+  } finally {
+    http.close();
+  }
 }
 
 /** The lines of a component's log (e.g. `kube-controller-manager`) that mention `needle`, for failure messages. */

@@ -1,0 +1,153 @@
+import type { Runner } from '../api/index.ts';
+import {
+  ANNOTATION_UNREGISTRATION_COMPLETE,
+  ANNOTATION_UNREGISTRATION_REQUEST,
+  FINALIZER_RUNNER,
+} from './constants.ts';
+import { type PodLike, runnerPodFacts } from './graceful-stop.ts';
+
+/**
+ * The Runner controller's decisions (spec §3.1) as one pure step function: given the Runner, its
+ * pod (same name) and what this reconcile has done so far, the next thing to do. The reconciler
+ * performs the step and asks again, so each step is small and the whole life of a Runner is
+ * readable here. Deliberate changes from ARC:
+ *
+ * - The registration token is written into a Secret the Runner owns and the pod reads RUNNER_TOKEN
+ *   from it; the Runner status records only when it expires (ARC keeps the token itself there).
+ * - While the pod has not started its runner yet (image pull, scheduling), the Secret is refreshed
+ *   before the token expires: the kubelet reads it when the container starts, so a pod that waited
+ *   an hour still registers (ARC's pod would carry a dead token).
+ * - A Runner being deleted deletes its pod and its token Secret itself, rather than leaving both to
+ *   the garbage collector; the pod's own finalizer still unregisters the runner first.
+ * - A Runner asked to unregister (by its replica set) gets no new pod.
+ */
+
+/** ARC's reuse window: a token with less validity left than this is replaced. */
+export const TOKEN_REFRESH_BEFORE_EXPIRY_MS = 30 * 60_000;
+/** After a failed token or pod write; a GitHub outage is retried at this pace, not in a tight loop. */
+export const RUNNER_RETRY_DELAY_MS = 30_000;
+
+export interface RunnerPlanInput {
+  runner: Runner;
+  /** The pod of the same name that the Runner controls, from the cache. */
+  pod: (PodLike & { metadata: { deletionTimestamp?: string } }) | undefined;
+  /** A pod of the Runner's name that someone else controls. */
+  foreignPod?: boolean;
+  now: number;
+  useRunnerStatusUpdateHook: boolean;
+  /** What this reconcile did already. */
+  done: {
+    /** A token was written to the Secret; `recordExpiry`: the status does not say so yet. */
+    token?: { expiresAt: number; recordExpiry: boolean };
+    rbac?: boolean;
+    podCreated?: boolean;
+    podDeleted?: boolean;
+    secretDeleted?: boolean;
+    finalizerAdded?: boolean;
+  };
+}
+
+export interface RunnerStatusPatch {
+  phase: string;
+  ready: boolean;
+  reason?: string | null;
+  message?: string | null;
+}
+
+export type RunnerStep =
+  | { kind: 'add-finalizer' }
+  | { kind: 'delete-pod' }
+  | { kind: 'delete-token-secret' }
+  | { kind: 'remove-finalizer' }
+  /** Get a registration token, write it to the Secret, record its expiry in the status. */
+  | { kind: 'ensure-token'; reason: 'new-pod' | 'refresh' }
+  | { kind: 'ensure-rbac' }
+  | { kind: 'create-pod' }
+  | { kind: 'patch-status'; status: RunnerStatusPatch }
+  | { kind: 'done'; requeueAfterMs?: number; note?: string };
+
+/** The token expiry the status records, when it is paddock's (ARC keeps the token in the status too). */
+export function recordedTokenExpiry(runner: Runner): number | undefined {
+  const r = runner.status?.registration;
+  if (!r || r.token) return undefined; // ARC's record: its token is not in our Secret
+  const at = Date.parse(r.expiresAt ?? '');
+  return Number.isNaN(at) ? undefined : at;
+}
+
+function runnerStarted(pod: PodLike): boolean {
+  const f = runnerPodFacts(pod);
+  return f.runnerStartedAt !== undefined || f.runnerTerminated || f.runnerTerminatedBefore;
+}
+
+/** The status the pod implies (ARC's rules), or undefined when the status already says it. */
+export function runnerStatusFromPod(
+  runner: Runner,
+  pod: PodLike,
+  useRunnerStatusUpdateHook: boolean,
+): RunnerStatusPatch | undefined {
+  const status = pod.status as (PodLike['status'] & { reason?: string; message?: string }) | undefined;
+  const phase = status?.phase || 'Created';
+  const ready = status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+  const current = runner.status ?? {};
+  // With the status-update hook, the runner script owns the phase once it is set.
+  if (useRunnerStatusUpdateHook && current.phase) return undefined;
+  const reason = status?.reason ?? null;
+  const message = status?.message ?? null;
+  const same =
+    current.phase === phase &&
+    (current.ready ?? false) === ready &&
+    (current.reason ?? null) === reason &&
+    (current.message ?? null) === message;
+  return same ? undefined : { phase, ready, reason, message };
+}
+
+export function planRunner(input: RunnerPlanInput): RunnerStep {
+  const { runner, pod, done, now } = input;
+  const finalizers = runner.metadata.finalizers ?? [];
+  if (runner.metadata.deletionTimestamp) {
+    if (!finalizers.includes(FINALIZER_RUNNER)) return { kind: 'done' };
+    // The pod's finalizer unregisters the runner (waiting for a busy one's job); the Runner need not.
+    if (pod && !pod.metadata.deletionTimestamp && !done.podDeleted) return { kind: 'delete-pod' };
+    if (!done.secretDeleted) return { kind: 'delete-token-secret' };
+    return { kind: 'remove-finalizer' };
+  }
+  if (!finalizers.includes(FINALIZER_RUNNER) && !done.finalizerAdded) return { kind: 'add-finalizer' };
+
+  if (!pod) {
+    if (input.foreignPod) {
+      return { kind: 'done', note: 'a pod of this name belongs to another owner; not creating one' };
+    }
+    const annotations = runner.metadata.annotations ?? {};
+    if (annotations[ANNOTATION_UNREGISTRATION_REQUEST] || annotations[ANNOTATION_UNREGISTRATION_COMPLETE]) {
+      return { kind: 'done', note: 'asked to unregister: no new pod' };
+    }
+    if (done.podCreated) return { kind: 'done' };
+    if (!done.token) return { kind: 'ensure-token', reason: 'new-pod' };
+    if (!done.rbac) return { kind: 'ensure-rbac' };
+    return { kind: 'create-pod' };
+  }
+
+  const status = runnerStatusFromPod(runner, pod, input.useRunnerStatusUpdateHook);
+  if (status) return { kind: 'patch-status', status };
+  if (done.token?.recordExpiry) {
+    const current = runner.status ?? {};
+    return {
+      kind: 'patch-status',
+      status: { phase: current.phase ?? 'Created', ready: current.ready ?? false },
+    };
+  }
+  // The kubelet reads the token when the runner container starts: keep it valid until then.
+  if (
+    !pod.metadata.deletionTimestamp &&
+    !runnerStarted(pod) &&
+    !pod.status?.phase?.match(/Succeeded|Failed/)
+  ) {
+    const expiresAt = done.token?.expiresAt ?? recordedTokenExpiry(runner);
+    if (expiresAt === undefined || expiresAt - now <= TOKEN_REFRESH_BEFORE_EXPIRY_MS) {
+      if (!done.token) return { kind: 'ensure-token', reason: 'refresh' };
+      return { kind: 'done', requeueAfterMs: RUNNER_RETRY_DELAY_MS };
+    }
+    return { kind: 'done', requeueAfterMs: expiresAt - TOKEN_REFRESH_BEFORE_EXPIRY_MS - now + 1_000 };
+  }
+  return { kind: 'done' };
+}
