@@ -17,8 +17,9 @@ import { type PodLike, runnerPodFacts } from './graceful-stop.ts';
  * - While the pod has not started its runner yet (image pull, scheduling), the Secret is refreshed
  *   before the token expires: the kubelet reads it when the container starts, so a pod that waited
  *   an hour still registers (ARC's pod would carry a dead token).
- * - A Runner being deleted deletes its pod and its token Secret itself, rather than leaving both to
- *   the garbage collector; the pod's own finalizer still unregisters the runner first.
+ * - A Runner being deleted deletes its pod itself rather than leaving it to the garbage collector
+ *   (one hop less); the pod's own finalizer still unregisters the runner first. The token Secret
+ *   goes with the Runner by garbage collection.
  * - A Runner asked to unregister (by its replica set) gets no new pod.
  */
 
@@ -42,7 +43,6 @@ export interface RunnerPlanInput {
     rbac?: boolean;
     podCreated?: boolean;
     podDeleted?: boolean;
-    secretDeleted?: boolean;
     finalizerAdded?: boolean;
   };
 }
@@ -57,7 +57,6 @@ export interface RunnerStatusPatch {
 export type RunnerStep =
   | { kind: 'add-finalizer' }
   | { kind: 'delete-pod' }
-  | { kind: 'delete-token-secret' }
   | { kind: 'remove-finalizer' }
   /** Get a registration token, write it to the Secret, record its expiry in the status. */
   | { kind: 'ensure-token'; reason: 'new-pod' | 'refresh' }
@@ -108,7 +107,6 @@ export function planRunner(input: RunnerPlanInput): RunnerStep {
     if (!finalizers.includes(FINALIZER_RUNNER)) return { kind: 'done' };
     // The pod's finalizer unregisters the runner (waiting for a busy one's job); the Runner need not.
     if (pod && !pod.metadata.deletionTimestamp && !done.podDeleted) return { kind: 'delete-pod' };
-    if (!done.secretDeleted) return { kind: 'delete-token-secret' };
     return { kind: 'remove-finalizer' };
   }
   if (!finalizers.includes(FINALIZER_RUNNER) && !done.finalizerAdded) return { kind: 'add-finalizer' };

@@ -131,10 +131,6 @@ export class RunnerReconciler {
         pass.done.podDeleted = true;
         ctx.log.info('runner deleted: deleting its pod (its finalizer unregisters the runner)');
         return 'continue';
-      case 'delete-token-secret':
-        // The Secret is owned by the Runner; the garbage collector removes it with the Runner.
-        pass.done.secretDeleted = true;
-        return 'continue';
       case 'remove-finalizer':
         await removeFinalizer(this.http, RUNNERS, runner, FINALIZER_RUNNER);
         this.opts.github.release(this.githubRef(namespace, name));

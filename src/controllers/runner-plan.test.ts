@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { Runner } from '../api/index.ts';
+import {
+  planRunner,
+  type RunnerPlanInput,
+  recordedTokenExpiry,
+  runnerStatusFromPod,
+  TOKEN_REFRESH_BEFORE_EXPIRY_MS,
+} from './runner-plan.ts';
+
+const NOW = Date.parse('2026-12-03T10:00:00Z');
+const HOUR = 3_600_000;
+
+function runner(o: Partial<Runner['metadata']> = {}, status?: Runner['status']): Runner {
+  return {
+    metadata: { name: 'r1', namespace: 'ns', uid: 'u1', finalizers: ['runner.actions.summerwind.dev'], ...o },
+    spec: { organization: 'acme' },
+    ...(status ? { status } : {}),
+  };
+}
+
+type Pod = NonNullable<RunnerPlanInput['pod']>;
+const pending: Pod = { metadata: { name: 'r1' }, status: { phase: 'Pending' } };
+const running: Pod = {
+  metadata: { name: 'r1' },
+  status: {
+    phase: 'Running',
+    conditions: [{ type: 'Ready', status: 'True' }],
+    containerStatuses: [{ name: 'runner', state: { running: { startedAt: '2026-12-03T09:59:00Z' } } }],
+  },
+};
+
+const plan = (o: Partial<RunnerPlanInput>) =>
+  planRunner({
+    runner: runner(),
+    pod: undefined,
+    now: NOW,
+    useRunnerStatusUpdateHook: false,
+    done: {},
+    ...o,
+  });
+
+describe('planRunner', () => {
+  test('a Runner without our finalizer gets it first', () => {
+    assert.deepEqual(plan({ runner: runner({ finalizers: [] }) }), { kind: 'add-finalizer' });
+  });
+
+  test('a new Runner: token into its Secret, RBAC objects, then the pod', () => {
+    assert.deepEqual(plan({}), { kind: 'ensure-token', reason: 'new-pod' });
+    const token = { expiresAt: NOW + HOUR, recordExpiry: true };
+    assert.deepEqual(plan({ done: { token } }), { kind: 'ensure-rbac' });
+    assert.deepEqual(plan({ done: { token, rbac: true } }), { kind: 'create-pod' });
+    assert.equal(plan({ done: { token, rbac: true, podCreated: true } }).kind, 'done');
+  });
+
+  test('the created pod leads to one status write that records the token expiry', () => {
+    const token = { expiresAt: NOW + HOUR, recordExpiry: true };
+    const step = plan({ pod: pending, done: { token, rbac: true, podCreated: true } });
+    assert.deepEqual(step, {
+      kind: 'patch-status',
+      status: { phase: 'Pending', ready: false, reason: null, message: null },
+    });
+  });
+
+  test('a Runner asked to unregister gets no new pod', () => {
+    for (const key of [
+      'actions-runner/unregistration-request-timestamp',
+      'actions-runner/unregistration-complete-timestamp',
+    ]) {
+      const step = plan({ runner: runner({ annotations: { [key]: '2026-12-03T09:00:00Z' } }) });
+      assert.equal(step.kind, 'done', key);
+    }
+  });
+
+  test('a pod of the same name that another owner controls is left alone', () => {
+    assert.equal(plan({ foreignPod: true }).kind, 'done');
+  });
+
+  test('deletion: the pod is deleted (its finalizer unregisters), then our finalizer goes', () => {
+    const deleting = runner({ deletionTimestamp: '2026-12-03T09:59:00Z' });
+    assert.deepEqual(plan({ runner: deleting, pod: running }), { kind: 'delete-pod' });
+    assert.deepEqual(plan({ runner: deleting, pod: running, done: { podDeleted: true } }), {
+      kind: 'remove-finalizer',
+    });
+    assert.deepEqual(plan({ runner: deleting, pod: undefined }), { kind: 'remove-finalizer' });
+    const podDeleting = {
+      ...running,
+      metadata: { ...running.metadata, deletionTimestamp: '2026-12-03T09:59:30Z' },
+    };
+    assert.deepEqual(plan({ runner: deleting, pod: podDeleting }), { kind: 'remove-finalizer' });
+    // Not ours any more: nothing to do.
+    assert.deepEqual(plan({ runner: runner({ deletionTimestamp: 'x', finalizers: ['other'] }) }), {
+      kind: 'done',
+    });
+  });
+
+  test('status mirrors the pod; with the status hook only the first phase is ours', () => {
+    const r = runner(
+      {},
+      { phase: 'Pending', ready: false, registration: { token: '', expiresAt: '2026-12-03T11:00:00Z' } },
+    );
+    assert.deepEqual(plan({ runner: r, pod: running }), {
+      kind: 'patch-status',
+      status: { phase: 'Running', ready: true, reason: null, message: null },
+    });
+    assert.equal(runnerStatusFromPod(r, running, true), undefined, 'the hook owns the phase once set');
+    assert.deepEqual(runnerStatusFromPod(runner(), running, true), {
+      phase: 'Running',
+      ready: true,
+      reason: null,
+      message: null,
+    });
+    assert.deepEqual(runnerStatusFromPod(runner(), { metadata: {}, status: {} }, false)?.phase, 'Created');
+  });
+
+  test('a pod that has not started its runner keeps a valid token: refreshed before expiry, else requeued for then', () => {
+    const expiresAt = NOW + HOUR;
+    const r = runner(
+      {},
+      {
+        phase: 'Pending',
+        ready: false,
+        registration: { token: '', expiresAt: new Date(expiresAt).toISOString() },
+      },
+    );
+    assert.deepEqual(plan({ runner: r, pod: pending }), {
+      kind: 'done',
+      requeueAfterMs: expiresAt - TOKEN_REFRESH_BEFORE_EXPIRY_MS - NOW + 1_000,
+    });
+    const later = expiresAt - TOKEN_REFRESH_BEFORE_EXPIRY_MS + 1;
+    assert.deepEqual(plan({ runner: r, pod: pending, now: later }), {
+      kind: 'ensure-token',
+      reason: 'refresh',
+    });
+    // A started runner consumed its token: nothing to refresh.
+    const started = structuredClone(running);
+    const rr = runner(
+      {},
+      {
+        phase: 'Running',
+        ready: true,
+        registration: { token: '', expiresAt: new Date(expiresAt).toISOString() },
+      },
+    );
+    assert.deepEqual(plan({ runner: rr, pod: started, now: later }), { kind: 'done' });
+  });
+
+  test('a token ARC left in the status is not a record of ours: a fresh one goes to the Secret, the status drops it', () => {
+    const arc = runner(
+      {},
+      { phase: 'Pending', registration: { token: 'AAAA', expiresAt: '2026-12-03T11:00:00Z' } },
+    );
+    assert.equal(recordedTokenExpiry(arc), undefined);
+    assert.deepEqual(plan({ runner: arc, pod: pending }), { kind: 'ensure-token', reason: 'refresh' });
+    assert.equal(
+      recordedTokenExpiry(runner({}, { registration: { token: '', expiresAt: '2026-12-03T11:00:00Z' } })),
+      Date.parse('2026-12-03T11:00:00Z'),
+    );
+  });
+});
