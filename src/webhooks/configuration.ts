@@ -1,8 +1,8 @@
+import { GROUP, VERSION } from '../api/index.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import { type KubeHttp, PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
 import { RUNNER_RESOURCE_WEBHOOKS } from './runner-admission.ts';
 import { LABEL_INJECT_REGISTRATION_TOKEN, MUTATE_RUNNER_POD_PATH } from './runner-token.ts';
-import { RUNNER_GROUP } from './runner-validation.ts';
 
 /**
  * The webhook configurations paddock writes itself at start-up (server-side apply), with its own CA
@@ -166,8 +166,8 @@ export function runnerResourceWebhookConfigurations(options: RunnerResourceWebho
     rules: [
       {
         operations: ['CREATE', 'UPDATE'],
-        apiGroups: [RUNNER_GROUP],
-        apiVersions: ['v1alpha1'],
+        apiGroups: [GROUP],
+        apiVersions: [VERSION],
         resources: [resource],
         scope: 'Namespaced',
       },

@@ -1,8 +1,8 @@
+import { GROUP } from '../api/index.ts';
 import type { AdmissionResult } from './runner-token.ts';
 import {
   formatFieldError,
   invalidMessage,
-  RUNNER_GROUP,
   type RunnerResourceKind,
   validateRunnerResource,
 } from './runner-validation.ts';
@@ -30,8 +30,8 @@ function webhookOf(kind: RunnerResourceKind, resource: string): RunnerResourceWe
     resource,
     mutatePath: `/mutate-actions-summerwind-dev-v1alpha1-${singular}`,
     validatePath: `/validate-actions-summerwind-dev-v1alpha1-${singular}`,
-    mutateName: `mutate.${singular}.${RUNNER_GROUP}`,
-    validateName: `validate.${singular}.${RUNNER_GROUP}`,
+    mutateName: `mutate.${singular}.${GROUP}`,
+    validateName: `validate.${singular}.${GROUP}`,
   };
 }
 

@@ -248,10 +248,14 @@ describe('validateRunnerSpec: type-confused input is a field error, never an exc
   const cases: [string, unknown, string][] = [
     ['spec is a string', 'x', 'spec: Invalid value: "x": must be an object'],
     ['spec is a list', [1], 'spec: Invalid value: [1]: must be an object'],
-    ['repository is a number', { repository: 5 }, 'spec.repository: Invalid value: 5: must be a string'],
+    [
+      'repository is a number',
+      { repository: 5, organization: 'acme' },
+      'spec.repository: Invalid value: 5: must be a string',
+    ],
     [
       'organization is an object',
-      { organization: { a: 1 } },
+      { organization: { a: 1 }, repository: 'o/r' },
       'spec.organization: Invalid value: {"a":1}: must be a string',
     ],
     [
@@ -318,9 +322,16 @@ describe('validateRunnerSpec: type-confused input is a field error, never an exc
   for (const [what, spec, expected] of cases) {
     test(what, () => {
       const got = lines(validateRunnerSpec(spec, 'spec'));
-      assert.ok(got.includes(expected), `${expected}\nnot in\n${got.join('\n')}`);
+      assert.deepEqual(got, [expected]);
     });
   }
+
+  test('a scope field of the wrong type counts as unset', () => {
+    assert.deepEqual(lines(validateRunnerSpec({ repository: ['o/r'] }, 'spec')), [
+      'spec.repository: Invalid value: ["o/r"]: must be a string',
+      `spec.repository: Invalid value: "": ${MSG_NO_SCOPE}`,
+    ]);
+  });
 
   test('null fields read as unset (Go zero values)', () => {
     const spec = {

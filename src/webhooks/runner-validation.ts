@@ -1,3 +1,4 @@
+import { GROUP } from '../api/index.ts';
 import { LABEL_RUNNER_DEPLOYMENT_NAME, LABEL_RUNNER_TEMPLATE_HASH } from '../controllers/constants.ts';
 import { CONTAINER_MODE_KUBERNETES, isZeroQuantity } from '../controllers/runner-pod-spec.ts';
 import { isDns1123Subdomain } from '../runtime/names.ts';
@@ -22,8 +23,6 @@ export interface FieldError {
   value?: unknown;
   detail?: string;
 }
-
-export const RUNNER_GROUP = 'actions.summerwind.dev';
 
 export type RunnerResourceKind = 'Runner' | 'RunnerReplicaSet' | 'RunnerDeployment';
 
@@ -85,7 +84,7 @@ export function formatFieldError(e: FieldError): string {
  * dropped, as apimachinery's aggregate does).
  */
 export function invalidMessage(kind: RunnerResourceKind, name: string, errors: FieldError[]): string {
-  const head = `${kind}.${RUNNER_GROUP} ${JSON.stringify(cut(name))} is invalid`;
+  const head = `${kind}.${GROUP} ${JSON.stringify(cut(name))} is invalid`;
   const messages = [...new Set(errors.map(formatFieldError))];
   if (messages.length === 0) return head;
   if (messages.length === 1) return `${head}: ${messages[0]}`;
@@ -241,7 +240,10 @@ function kubernetesModeErrors(spec: Obj, rootPath: string): FieldError[] {
   } else {
     const modes = readArray(template, 'accessModes', `${templatePath}.accessModes`, errs);
     const unsupported = modes?.find((m) => !(typeof m === 'string' && SUPPORTED_ACCESS_MODES.includes(m)));
-    if (!modes || modes.length === 0) errs.push(invalid(templatePath, template, MSG_NO_ACCESS_MODE));
+    const typeError =
+      modes === undefined && template.accessModes !== undefined && template.accessModes !== null;
+    if (!typeError && (!modes || modes.length === 0))
+      errs.push(invalid(templatePath, template, MSG_NO_ACCESS_MODE));
     else if (unsupported !== undefined) {
       const shown = typeof unsupported === 'string' ? unsupported : renderValue(unsupported);
       errs.push(invalid(templatePath, template, `access mode ${cut(shown)} is not supported`));
@@ -356,8 +358,8 @@ function validateReplicated(obj: unknown, kind: 'RunnerReplicaSet' | 'RunnerDepl
   } else if (!isObj(template)) {
     errs.push(invalid('spec.template', template, 'must be an object'));
   } else {
-    const templateMeta = readObject(template, 'metadata', 'spec.template.metadata', errs) ?? {};
     const before = errs.length;
+    const templateMeta = readObject(template, 'metadata', 'spec.template.metadata', errs) ?? {};
     labels = readStringMap(templateMeta, 'labels', 'spec.template.metadata.labels', errs) ?? new Map();
     checkLabels(labels, 'spec.template.metadata.labels', errs);
     if (errs.length > before) labels = undefined; // no match check against labels that cannot exist
@@ -485,7 +487,7 @@ export function validateLabelSelector(selector: unknown, path: string): FieldErr
  * except `DoesNotExist`, which fails whatever the value. For a RunnerDeployment, a `matchLabels`
  * entry for `runner-template-hash` is replaced by the controller, so it is not a requirement.
  */
-export function selectorMatches(selector: Obj, labels: RunnerLabels, kind: RunnerResourceKind): boolean {
+function selectorMatches(selector: Obj, labels: RunnerLabels, kind: RunnerResourceKind): boolean {
   const matchLabels = isObj(selector.matchLabels) ? selector.matchLabels : {};
   for (const [key, want] of Object.entries(matchLabels)) {
     if (kind === 'RunnerDeployment' && key === LABEL_RUNNER_TEMPLATE_HASH) continue;
