@@ -89,6 +89,9 @@ describe('admission webhooks of Runner, RunnerReplicaSet and RunnerDeployment', 
       kubeConfig: ns.cluster.kubeConfig,
       namespace: ns.name,
       env: {},
+      // Renewal checks every second, for the CA rotation test; with leader election the certificate
+      // Secret lives in the Lease's namespace (this test's) instead of the shared `default`.
+      flags: ['--webhook-cert-check-interval', '1s', '--leader-elect'],
       logLines,
     }));
     // The API server loads webhook configurations asynchronously: wait until a dry run of an invalid
@@ -327,6 +330,53 @@ describe('admission webhooks of Runner, RunnerReplicaSet and RunnerDeployment', 
       reviews('/validate-actions-summerwind-dev-v1alpha1-runner') >= before + 2,
       'both reached the webhook',
     );
+  });
+
+  test('a new CA reaches every configuration, and the webhooks keep answering', async () => {
+    const configurations = [
+      ['mutatingwebhookconfigurations', `paddock-runner-pod-token-${ns.name}`],
+      ['mutatingwebhookconfigurations', `paddock-runner-resources-${ns.name}`],
+      ['validatingwebhookconfigurations', `paddock-runner-resources-${ns.name}`],
+    ];
+    const bundles = async () =>
+      (
+        await Promise.all(
+          configurations.map(async ([kind, name]) => {
+            const c = await http.request<{ webhooks: { clientConfig: { caBundle: string } }[] }>(
+              'GET',
+              `/apis/admissionregistration.k8s.io/v1/${kind}/${name}`,
+            );
+            return c.webhooks.map((w) => w.clientConfig.caBundle);
+          }),
+        )
+      ).flat();
+    const first = await bundles();
+    assert.equal(first.length, 7, 'the pod webhook and six runner-kind webhooks');
+    assert.equal(new Set(first).size, 1, 'one CA for all');
+
+    // A lost certificate Secret: paddock makes a new CA and publishes it next to the old one.
+    await http.request('DELETE', `/api/v1/namespaces/${ns.name}/secrets/paddock-webhook-tls`);
+    const next = await eventually(
+      'the new caBundle in every configuration',
+      async () => {
+        const b = await bundles();
+        return new Set(b).size === 1 && b[0] !== first[0] ? b : undefined;
+      },
+      30_000,
+    );
+    const pem = Buffer.from(next[0]!, 'base64').toString('utf8');
+    assert.equal(pem.match(/BEGIN CERTIFICATE/g)?.length, 2, 'the new CA, the old one still trusted');
+    assert.ok(pem.endsWith(Buffer.from(first[0]!, 'base64').toString('utf8')), 'the old CA last');
+
+    // Served with the new certificate and trusted by the API server.
+    await eventually('the webhook to answer with the new certificate', async () =>
+      create(runner('after-rotation', { organization: 'acme', containerMode: 'x' }), { dryRun: 'All' }).then(
+        () => false,
+        (err: unknown) =>
+          err instanceof KubeError && err.message.includes(DENIED('validate.runner.actions.summerwind.dev')),
+      ),
+    );
+    await create(runner('after-rotation', { organization: 'acme' }));
   });
 
   test('with paddock stopped: fail-closed for the runner kinds only; DELETE still works; creation works again once the configurations are gone', async (t) => {
