@@ -10,6 +10,7 @@ import { createLogger } from '../src/runtime/log.ts';
 import { freePort, startControlPlane } from '../src/testenv/control-plane.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
+import { deleteTestWebhookConfiguration } from './support/paddock.ts';
 import { duplicateKeys } from './support/strict-json.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -221,12 +222,7 @@ describe('paddock run', () => {
       );
     } finally {
       await paddock.stop();
-      await paddock.manager.http
-        .request(
-          'DELETE',
-          `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-pod-token-${ns.name}`,
-        )
-        .catch(() => undefined);
+      await deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name);
     }
     const records = strictJsonLines(lines.join(''));
     // The lines that used to repeat a key are among those checked.

@@ -247,7 +247,7 @@ export const RUN_FLAGS: FlagSpec[] = [
     type: 'string',
     env: 'WEBHOOK_ADDR',
     default: '0.0.0.0:9443',
-    help: 'address of the HTTPS server for /mutate-runner-set-pod; "0" disables the webhook',
+    help: 'address of the HTTPS server for /mutate-runner-set-pod and the Runner, RunnerReplicaSet and RunnerDeployment webhooks; "0" disables them',
   },
   {
     group: 'Pod token webhook',

@@ -28,11 +28,15 @@ import { FIELD_MANAGER } from '../runtime/objects.ts';
 import { CUSTOM_RESOURCE_DEFINITIONS, STATEFUL_SETS } from '../runtime/resources.ts';
 import {
   applyRunnerPodWebhookConfiguration,
+  applyRunnerResourceWebhookConfigurations,
   cachedRunnerPodCluster,
+  DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
+  DEFAULT_WEBHOOK_CONFIGURATION_NAME,
   kubeRunnerPodCluster,
   loadOrCreateWebhookCertificates,
   MUTATE_RUNNER_POD_PATH,
   runnerPodAdmissionHandler,
+  runnerResourceAdmissionHandlers,
   WebhookCertificateRenewal,
   WebhookServer,
 } from '../webhooks/index.ts';
@@ -398,8 +402,9 @@ interface RunningWebhook {
 }
 
 /**
- * Serves /mutate-runner-set-pod over TLS with certificates paddock makes itself (kept in a Secret
- * so replicas share them) and registers the MutatingWebhookConfiguration with their CA.
+ * Serves /mutate-runner-set-pod and the Runner, RunnerReplicaSet and RunnerDeployment webhooks over
+ * TLS with certificates paddock makes itself (kept in a Secret so replicas share them), and registers
+ * the webhook configurations with their CA.
  */
 async function startWebhook(
   config: RunConfig,
@@ -443,6 +448,7 @@ async function startWebhook(
         logger: log.child({ component: 'webhook' }),
         ...(config.webhook.jitConfig ? { jit: {} } : {}),
       }),
+      ...runnerResourceAdmissionHandlers(),
     },
     logger: log, // binds component itself
     // ':9443' (ARC's default) listens on every interface.
@@ -451,19 +457,26 @@ async function startWebhook(
     clientCa: config.webhook.clientCa,
   });
   const port = await server.start();
-  const clientUrl = url
-    ? `${url.protocol}//${url.host.replace(/:0$/, `:${port}`)}${MUTATE_RUNNER_POD_PATH}`
-    : undefined;
+  const baseUrl = url ? `${url.protocol}//${url.host.replace(/:0$/, `:${port}`)}` : undefined;
+  const service = { namespace, name: config.webhook.service, port: 443 };
+  // One set of configurations per watched namespace, so several paddocks can share a cluster.
+  const suffix = config.watchNamespace ? `-${config.watchNamespace}` : '';
+  // Every configuration carries the CA, so a renewal republishes them all.
   const publishCaBundle = (caBundle: string) =>
-    applyRunnerPodWebhookConfiguration(manager.http, {
-      // One configuration per watched namespace, so several paddocks can share a cluster.
-      ...(config.watchNamespace ? { name: `paddock-runner-pod-token-${config.watchNamespace}` } : {}),
-      clientConfig: clientUrl
-        ? { url: clientUrl }
-        : { service: { namespace, name: config.webhook.service, port: 443 } },
-      caBundle,
-      ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
-    });
+    Promise.all([
+      applyRunnerPodWebhookConfiguration(manager.http, {
+        name: `${DEFAULT_WEBHOOK_CONFIGURATION_NAME}${suffix}`,
+        clientConfig: baseUrl ? { url: `${baseUrl}${MUTATE_RUNNER_POD_PATH}` } : { service },
+        caBundle,
+        ...watched,
+      }),
+      applyRunnerResourceWebhookConfigurations(manager.http, {
+        name: `${DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME}${suffix}`,
+        endpoint: baseUrl ? { baseUrl } : { service },
+        caBundle,
+        ...watched,
+      }),
+    ]);
   await publishCaBundle(certs.ca.cert);
   const renewal = new WebhookCertificateRenewal({
     load: loadCertificates,

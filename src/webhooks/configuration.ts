@@ -1,17 +1,24 @@
+import { GROUP, VERSION } from '../api/index.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import { type KubeHttp, PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
+import { RUNNER_RESOURCE_WEBHOOKS } from './runner-admission.ts';
 import { LABEL_INJECT_REGISTRATION_TOKEN, MUTATE_RUNNER_POD_PATH } from './runner-token.ts';
 
 /**
- * The MutatingWebhookConfiguration that sends runner pods to paddock as they are created. paddock
- * writes it itself at start-up (server-side apply), with its own CA as the caBundle.
+ * The webhook configurations paddock writes itself at start-up (server-side apply), with its own CA
+ * as the caBundle: the MutatingWebhookConfiguration that sends runner pods to paddock as they are
+ * created, and the pair (mutating and validating) for Runners, RunnerReplicaSets and
+ * RunnerDeployments.
  */
 
 export const DEFAULT_WEBHOOK_CONFIGURATION_NAME = 'paddock-runner-pod-token';
 export const RUNNER_POD_WEBHOOK_NAME = 'mutate-runner-set-pod.actions.summerwind.dev';
 export const FIELD_MANAGER = 'paddock';
 
+export const DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME = 'paddock-runner-resources';
+
 const BASE = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
+const VALIDATING_BASE = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations';
 
 export type WebhookClientConfig =
   /** Development and tests: the server's address, e.g. `https://127.0.0.1:9443/mutate-runner-set-pod`. */
@@ -112,4 +119,126 @@ export async function deleteRunnerPodWebhookConfiguration(
   } catch (err) {
     if (!isNotFound(err)) throw err;
   }
+}
+
+/** Where the API server reaches paddock, for configurations with several paths. */
+export type WebhookEndpoint =
+  /** Development and tests: scheme, host and port, e.g. `https://127.0.0.1:9443`; paths are appended. */
+  | { baseUrl: string }
+  /** In-cluster: the Service in front of paddock. */
+  | { service: { namespace: string; name: string; port?: number | undefined } };
+
+export interface RunnerResourceWebhookOptions {
+  /** Name of both objects, the mutating and the validating one (default `paddock-runner-resources`). */
+  name?: string | undefined;
+  endpoint: WebhookEndpoint;
+  /** PEM of the CA that signed the serving certificate. */
+  caBundle: string;
+  /** `--watch-namespace`: only objects of this namespace are sent. */
+  namespace?: string | undefined;
+  /** Default 10. */
+  timeoutSeconds?: number | undefined;
+  labels?: Record<string, string> | undefined;
+}
+
+function clientConfigFor(endpoint: WebhookEndpoint, path: string, caBundle: string): Record<string, unknown> {
+  const base64 = Buffer.from(caBundle, 'utf8').toString('base64');
+  if ('baseUrl' in endpoint)
+    return { url: `${endpoint.baseUrl.replace(/\/+$/, '')}${path}`, caBundle: base64 };
+  const { namespace, name, port } = endpoint.service;
+  return { service: { namespace, name, path, port: port ?? 443 }, caBundle: base64 };
+}
+
+/**
+ * The MutatingWebhookConfiguration (ARC's no-op defaulters) and ValidatingWebhookConfiguration of
+ * Runners, RunnerReplicaSets and RunnerDeployments, one webhook per kind as ARC's Helm chart has them.
+ */
+export function runnerResourceWebhookConfigurations(options: RunnerResourceWebhookOptions): {
+  mutating: Record<string, unknown>;
+  validating: Record<string, unknown>;
+} {
+  const metadata = {
+    name: options.name ?? DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
+    labels: { 'app.kubernetes.io/managed-by': 'paddock', ...options.labels },
+  };
+  const common = (resource: string) => ({
+    admissionReviewVersions: ['v1'],
+    rules: [
+      {
+        operations: ['CREATE', 'UPDATE'],
+        apiGroups: [GROUP],
+        apiVersions: [VERSION],
+        resources: [resource],
+        scope: 'Namespaced',
+      },
+    ],
+    ...(options.namespace
+      ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': options.namespace } } }
+      : {}),
+    // Fail, as ARC: an object admitted while paddock is down would skip validation for good. The
+    // rules cover only the three runner kinds (never pods or anything else in the namespace) and not
+    // DELETE. Removing a finalizer is an UPDATE, but the finalizers are paddock's own, removed while
+    // it runs; whoever uninstalls paddock deletes these configurations first (as with ARC).
+    failurePolicy: 'Fail',
+    matchPolicy: 'Equivalent',
+    // The handlers only read the request.
+    sideEffects: 'None',
+    timeoutSeconds: options.timeoutSeconds ?? 10,
+  });
+  return {
+    mutating: {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'MutatingWebhookConfiguration',
+      metadata,
+      webhooks: RUNNER_RESOURCE_WEBHOOKS.map((w) => ({
+        name: w.mutateName,
+        clientConfig: clientConfigFor(options.endpoint, w.mutatePath, options.caBundle),
+        ...common(w.resource),
+        reinvocationPolicy: 'Never',
+      })),
+    },
+    validating: {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingWebhookConfiguration',
+      metadata,
+      webhooks: RUNNER_RESOURCE_WEBHOOKS.map((w) => ({
+        name: w.validateName,
+        clientConfig: clientConfigFor(options.endpoint, w.validatePath, options.caBundle),
+        ...common(w.resource),
+      })),
+    },
+  };
+}
+
+/** Creates or updates both configurations (server-side apply, forcing our fields). */
+export async function applyRunnerResourceWebhookConfigurations(
+  http: KubeHttp,
+  options: RunnerResourceWebhookOptions,
+): Promise<void> {
+  const { mutating, validating } = runnerResourceWebhookConfigurations(options);
+  const name = encodeURIComponent((mutating.metadata as { name: string }).name);
+  const apply = (base: string, body: Record<string, unknown>) =>
+    http.request('PATCH', `${base}/${name}`, {
+      body,
+      contentType: PATCH_CONTENT_TYPES.apply,
+      query: { fieldManager: FIELD_MANAGER, force: true },
+    });
+  await Promise.all([apply(BASE, mutating), apply(VALIDATING_BASE, validating)]);
+}
+
+/** Deletes both configurations; absent is fine. */
+export async function deleteRunnerResourceWebhookConfigurations(
+  http: KubeHttp,
+  name = DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
+): Promise<void> {
+  const remove = async (base: string) => {
+    try {
+      await http.request('DELETE', `${base}/${encodeURIComponent(name)}`);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  };
+  // The validating one first: it is the one that turns requests away.
+  await remove(VALIDATING_BASE);
+  await remove(BASE);
 }

@@ -13,13 +13,22 @@ export {
   issueServingCertificate,
   loadOrCreateWebhookCertificates,
 } from './certs.ts';
-export type { RunnerPodWebhookOptions, WebhookClientConfig } from './configuration.ts';
+export type {
+  RunnerPodWebhookOptions,
+  RunnerResourceWebhookOptions,
+  WebhookClientConfig,
+  WebhookEndpoint,
+} from './configuration.ts';
 export {
   applyRunnerPodWebhookConfiguration,
+  applyRunnerResourceWebhookConfigurations,
+  DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
   DEFAULT_WEBHOOK_CONFIGURATION_NAME,
   deleteRunnerPodWebhookConfiguration,
+  deleteRunnerResourceWebhookConfigurations,
   RUNNER_POD_WEBHOOK_NAME,
   runnerPodWebhookConfiguration,
+  runnerResourceWebhookConfigurations,
 } from './configuration.ts';
 export type { JitCollisionVerdict } from './jit-collision.ts';
 export { recordedRunnerFor, staleRunnerVerdict } from './jit-collision.ts';
@@ -27,6 +36,12 @@ export type { JsonPatchOp } from './json-patch.ts';
 export { diffJson, escapePointerToken } from './json-patch.ts';
 export type { CertificateChange, CertificateRenewalOptions } from './renewal.ts';
 export { certificateChange, transitionCaBundle, WebhookCertificateRenewal } from './renewal.ts';
+export type { RunnerResourceWebhook } from './runner-admission.ts';
+export {
+  RUNNER_RESOURCE_WEBHOOKS,
+  runnerResourceAdmissionHandlers,
+  validateRunnerResourceRequest,
+} from './runner-admission.ts';
 export type {
   OwnerVerdict,
   RunnerPodClaims,
@@ -58,6 +73,17 @@ export {
   mutateRunnerPod,
   runnerPodAdmissionHandler,
 } from './runner-token.ts';
+export type { FieldError, FieldErrorType, RunnerResourceKind } from './runner-validation.ts';
+export {
+  formatFieldError,
+  invalidMessage,
+  validateLabelSelector,
+  validateRunner,
+  validateRunnerDeployment,
+  validateRunnerReplicaSet,
+  validateRunnerResource,
+  validateRunnerSpec,
+} from './runner-validation.ts';
 export type {
   AdmissionHandler,
   AdmissionRequest,

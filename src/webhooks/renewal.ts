@@ -33,7 +33,7 @@ export interface CertificateRenewalOptions {
   current: WebhookCertificates;
   /** New connections get the new serving certificate. */
   serve: (serving: KeyPairPem) => void;
-  /** Publishes a caBundle to the API server (the MutatingWebhookConfiguration). */
+  /** Publishes a caBundle to the API server (every webhook configuration paddock registers). */
   publishCaBundle: (caBundle: string) => Promise<unknown>;
   clock: Clock;
   intervalMs: number;

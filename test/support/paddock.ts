@@ -4,6 +4,12 @@ import { type Paddock, runConfig, startPaddock } from '../../src/cli/run.ts';
 import { RUN_FLAGS } from '../../src/cli/run-flags.ts';
 import { KubeHttp } from '../../src/runtime/kube-http.ts';
 import { createLogger } from '../../src/runtime/log.ts';
+import {
+  DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
+  DEFAULT_WEBHOOK_CONFIGURATION_NAME,
+  deleteRunnerPodWebhookConfiguration,
+  deleteRunnerResourceWebhookConfigurations,
+} from '../../src/webhooks/configuration.ts';
 
 /**
  * `paddock run` inside the test process, for one namespace: everything on 127.0.0.1 (probes, metrics
@@ -58,7 +64,11 @@ export async function startTestPaddock(opts: {
   return { paddock, logLines };
 }
 
-/** Deletes the MutatingWebhookConfiguration `paddock run --watch-namespace <namespace>` registered. */
+/**
+ * Deletes the webhook configurations `paddock run --watch-namespace <namespace>` registered: the
+ * runner pod one, and the Fail-closed ones of Runners, RunnerReplicaSets and RunnerDeployments, which
+ * would otherwise turn away every later write of those kinds in the namespace.
+ */
 export async function deleteTestWebhookConfiguration(
   kubeConfig: KubeConfig,
   namespace: string,
@@ -66,12 +76,14 @@ export async function deleteTestWebhookConfiguration(
   // Its own client: paddock's may be closed already.
   const http = new KubeHttp(kubeConfig);
   try {
-    await http
-      .request(
-        'DELETE',
-        `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-pod-token-${namespace}`,
-      )
-      .catch(() => undefined);
+    // Settled, not all: the client must stay open until both are done.
+    await Promise.allSettled([
+      deleteRunnerResourceWebhookConfigurations(
+        http,
+        `${DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME}-${namespace}`,
+      ),
+      deleteRunnerPodWebhookConfiguration(http, `${DEFAULT_WEBHOOK_CONFIGURATION_NAME}-${namespace}`),
+    ]);
   } finally {
     http.close();
   }
