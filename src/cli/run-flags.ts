@@ -49,7 +49,7 @@ export const RUN_FLAGS: FlagSpec[] = [
     type: 'string',
     env: 'POD_NAMESPACE',
     default: 'default',
-    help: 'namespace of the Lease',
+    help: 'paddock’s own namespace: the Lease, the webhook Service and its certificate Secret',
   },
   {
     group: 'Kubernetes',

@@ -49,6 +49,8 @@ export interface RunConfig {
   watchNamespace: string | undefined;
   syncPeriodMs: number;
   leaderElection: { name: string; namespace: string; identity: string } | undefined;
+  /** paddock's own namespace (`--leader-election-namespace` / POD_NAMESPACE), with or without leader election: the Lease, the webhook Service and its certificate Secret live there. */
+  ownNamespace: string;
   metricsAddr: string | undefined;
   healthProbeAddr: string | undefined;
   credentials: GitHubCredentials | undefined;
@@ -136,6 +138,7 @@ export function runConfig(v: FlagValues): RunConfig {
     kubeconfig: (v.kubeconfig as string | undefined) || undefined,
     watchNamespace: (v['watch-namespace'] as string) || undefined,
     syncPeriodMs: v['sync-period'] as number,
+    ownNamespace: v['leader-election-namespace'] as string,
     leaderElection: leaderElect
       ? {
           name: v['leader-election-id'] as string,
@@ -419,7 +422,7 @@ async function startWebhook(
   } catch (err) {
     throw new StartupError(`--webhook-addr: ${(err as Error).message}`);
   }
-  const namespace = config.leaderElection?.namespace ?? 'default';
+  const namespace = config.ownNamespace;
   const url = config.webhook.url ? new URL(config.webhook.url) : undefined;
   const ipHost = url && /^[\d.]+$|^\[/.test(url.hostname) ? url.hostname.replace(/^\[|\]$/g, '') : undefined;
   const loadCertificates = () =>
