@@ -152,7 +152,15 @@ describe('planRunner', () => {
       { phase: 'Pending', registration: { token: 'AAAA', expiresAt: '2026-12-03T11:00:00Z' } },
     );
     assert.equal(recordedTokenExpiry(arc), undefined);
-    assert.deepEqual(plan({ runner: arc, pod: pending }), { kind: 'ensure-token', reason: 'refresh' });
+    assert.deepEqual(plan({ runner: arc, pod: pending }), { kind: 'scrub-status-token' });
+    const scrubbed = runner(
+      {},
+      { phase: 'Pending', registration: { token: '', expiresAt: '2026-12-03T11:00:00Z' } },
+    );
+    assert.deepEqual(plan({ runner: scrubbed, pod: pending }), {
+      kind: 'done',
+      requeueAfterMs: HOUR - TOKEN_REFRESH_BEFORE_EXPIRY_MS + 1_000,
+    });
     assert.equal(
       recordedTokenExpiry(runner({}, { registration: { token: '', expiresAt: '2026-12-03T11:00:00Z' } })),
       Date.parse('2026-12-03T11:00:00Z'),

@@ -20,6 +20,7 @@ import { type PodLike, runnerPodFacts } from './graceful-stop.ts';
  * - A Runner being deleted deletes its pod itself rather than leaving it to the garbage collector
  *   (one hop less); the pod's own finalizer still unregisters the runner first. The token Secret
  *   goes with the Runner by garbage collection.
+ * - A token ARC left in the status of a Runner paddock adopts is removed from it.
  * - A Runner asked to unregister (by its replica set) gets no new pod.
  */
 
@@ -63,6 +64,8 @@ export type RunnerStep =
   | { kind: 'ensure-rbac' }
   | { kind: 'create-pod' }
   | { kind: 'patch-status'; status: RunnerStatusPatch }
+  /** A token in the status (ARC put it there): the runner has it already; the status need not. */
+  | { kind: 'scrub-status-token' }
   | { kind: 'done'; requeueAfterMs?: number; note?: string };
 
 /** The token expiry the status records, when it is paddock's (ARC keeps the token in the status too). */
@@ -127,6 +130,7 @@ export function planRunner(input: RunnerPlanInput): RunnerStep {
 
   const status = runnerStatusFromPod(runner, pod, input.useRunnerStatusUpdateHook);
   if (status) return { kind: 'patch-status', status };
+  if (runner.status?.registration?.token && !done.token) return { kind: 'scrub-status-token' };
   if (done.token?.recordExpiry) {
     const current = runner.status ?? {};
     return {

@@ -144,6 +144,21 @@ export class RunnerReconciler {
         return 'continue';
       case 'create-pod':
         return await this.createPod(pass, ctx);
+      case 'scrub-status-token':
+        try {
+          pass.runner = await mergePatch<Runner>(
+            this.http,
+            RUNNERS,
+            runner,
+            { status: { registration: { token: '' } } },
+            { subresource: 'status' },
+          );
+        } catch (err) {
+          if (isNotFound(err)) return undefined;
+          throw err;
+        }
+        ctx.log.info('removed the registration token ARC kept in the Runner status');
+        return 'continue';
       case 'patch-status': {
         const status: RunnerStatusPatch & { registration?: unknown } = { ...step.status };
         const token = pass.done.token;
