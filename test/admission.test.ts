@@ -403,17 +403,42 @@ describe('admission webhooks of Runner, RunnerReplicaSet and RunnerDeployment', 
       return true;
     });
 
-    // DELETE is not sent to the webhooks.
+    // DELETE is not sent to the webhooks. (A Runner keeps its finalizer until a paddock runs
+    // again: the deletion is accepted, the object waits.)
     for (const [plural, name] of [
       ['runnerdeployments', 'example-runnerdeploy'],
       ['runnerreplicasets', 'org-runners-abcde'],
       ['runners', 'plain'],
     ] as const) {
       await http.request('DELETE', path(plural, name));
-      await eventually(`${plural}/${name} to be gone`, async () => !(await exists(plural, name)));
+      await eventually(`${plural}/${name} to be gone or deleting`, async () => {
+        const obj = await get(plural, name).catch((err: unknown) => {
+          if (isNotFound(err)) return undefined;
+          throw err;
+        });
+        return (
+          !obj || Boolean((obj as { metadata?: { deletionTimestamp?: string } }).metadata?.deletionTimestamp)
+        );
+      });
     }
 
     await deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name);
+    // No paddock to remove the Runner finalizers any more: the test does, so the namespace can go.
+    const runners = await http.request<{ items: { metadata: { name: string; finalizers?: string[] } }[] }>(
+      'GET',
+      `/apis/actions.summerwind.dev/v1alpha1/namespaces/${ns.name}/runners`,
+    );
+    for (const r of runners.items) {
+      if (!r.metadata.finalizers?.length) continue;
+      await eventually(`the finalizer of runners/${r.metadata.name} removed`, () =>
+        http
+          .request('PATCH', path('runners', r.metadata.name), {
+            body: { metadata: { finalizers: null } },
+            contentType: 'application/merge-patch+json',
+          })
+          .then(() => true),
+      );
+    }
     for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
       await assert.rejects(
         http.request(
