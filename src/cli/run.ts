@@ -501,9 +501,10 @@ async function startWebhook(
 }
 
 export const RUN_SUMMARY =
-  'Runs the paddock controller manager: the runner pod controller (registration checks, graceful\n' +
-  'unregistration, replacement of finished pods, forced deletion of pods on lost nodes) for ARC\n' +
-  'manifests (actions.summerwind.dev/v1alpha1). Every flag can also be set by its environment variable.';
+  'Runs the paddock controller manager for ARC manifests (actions.summerwind.dev/v1alpha1): Runner,\n' +
+  'RunnerReplicaSet, RunnerDeployment and RunnerSet controllers, the runner pod controller (registration\n' +
+  'checks, graceful unregistration, replacement of finished pods, forced deletion of pods on lost nodes),\n' +
+  'PVC/PV retention and the admission webhooks. Every flag can also be set by its environment variable.';
 
 export async function runCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const { values, help } = parseFlags(RUN_FLAGS, argv, env);
