@@ -171,9 +171,18 @@ describe('planOwnerSync', () => {
     ]);
   });
 
-  test('an owner whose pods all completed is deleted and the round ends', () => {
-    const p = plan([owner('done', 'completed'), owner('b', 'running')], 2);
-    assert.deepEqual(p.actions, [{ kind: 'delete-owner', owner: 'done', reason: 'completed' }]);
+  test('owners whose pods all completed are deleted and replaced in the same round', () => {
+    const p = plan([owner('done', 'completed'), owner('b', 'running'), owner('done2', 'completed')], 3);
+    assert.deepEqual(summary(p.actions), ['delete done', 'delete done2', 'create 2']);
+    assert.deepEqual(p.current, ['b']);
+    // The ephemeral recreation guard still holds the replacements back after a webhook scale.
+    const sync = new Date(NOW - MIN).toISOString();
+    const guarded = plan(
+      [owner('done', 'completed'), owner('b', 'running', { annotations: { 'sync-time': sync } })],
+      2,
+      { effectiveTime: NOW - 2 * MIN },
+    );
+    assert.deepEqual(summary(guarded.actions), ['delete done']);
   });
 
   test('an owner not yet synced stops the round', () => {

@@ -179,12 +179,17 @@ export function planOwnerSync(input: OwnerSyncInput): OwnerSyncPlan {
     const sync = Date.parse(o.annotations[ANNOTATION_SYNC_TIME] ?? '');
     if (!Number.isNaN(sync)) lastSyncTime = Math.max(lastSyncTime ?? sync, sync);
   }
-  // ARC's gates, for the fleet's members (a leaving owner counts for nothing, so it blocks nothing).
-  for (const o of members) {
+  // An owner whose runner finished is deleted and, in the same round, replaced: its pods count as
+  // neither running nor pending. (ARC deletes one such owner per round and replaces it a round later.)
+  for (let i = members.length - 1; i >= 0; i--) {
+    const o = members[i]!;
     if (o.pods.length > 0 && count(o, 'completed') === o.pods.length) {
-      actions.push({ kind: 'delete-owner', owner: o.name, reason: 'completed' });
-      return { actions, note: 'deleted a completed owner; waiting for the next round', current: [] };
+      actions.unshift({ kind: 'delete-owner', owner: o.name, reason: 'completed' });
+      members.splice(i, 1);
     }
+  }
+  // ARC's gate, for the fleet's members (a leaving owner counts for nothing, so it blocks nothing).
+  for (const o of members) {
     if (!o.synced) return { actions, note: `owner ${o.name} is not synced yet`, current: [] };
   }
 
