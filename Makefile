@@ -8,7 +8,7 @@ NODE_ENV := bash hack/node-env.sh
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-sandbox: ## The whole system locally: control plane, GitHub double, paddock, a RunnerSet and simulated jobs (ARGS="--duration 60 --json")
+sandbox: ## The whole system locally: control plane, GitHub double, paddock, a RunnerDeployment (--kind runnerset: a RunnerSet) and simulated jobs (ARGS="--duration 60 --json")
 	@$(NODE_ENV) node bin/paddock.js sandbox $(ARGS)
 
 run: ## paddock run against the test control plane and the GitHub double, no simulated jobs (development)

@@ -3,11 +3,12 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import type { SandboxSummary } from '../src/sandbox/sandbox.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 // The README's first command, shortened: `make sandbox ARGS="--duration 60 --json"`.
-test('paddock sandbox runs the whole system, then exits 0 with a JSON summary', async () => {
+async function runSandbox(extra: string[]): Promise<SandboxSummary> {
   const child = spawn(
     process.execPath,
     [
@@ -24,6 +25,7 @@ test('paddock sandbox runs the whole system, then exits 0 with a JSON summary', 
       '3s',
       '--startup-delay',
       '1s',
+      ...extra,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PADDOCK_TEST_KUBECONFIG: '' } },
   );
@@ -39,7 +41,10 @@ test('paddock sandbox runs the whole system, then exits 0 with a JSON summary', 
   assert.equal(code, 0, `exit code (stderr: ${err.slice(-2000)})`);
   const lines = out.trim().split('\n');
   assert.equal(lines.length, 1, 'exactly one JSON line on stdout');
-  const summary = JSON.parse(lines[0]!);
+  return JSON.parse(lines[0]!) as SandboxSummary;
+}
+
+function assertHealthy(summary: SandboxSummary): void {
   assert.equal(summary.runners, 2);
   assert.ok(summary.pods.started >= 2, `pods started: ${summary.pods.started}`);
   assert.ok(summary.jobs.completed >= 1, `jobs completed: ${summary.jobs.completed}`);
@@ -48,4 +53,47 @@ test('paddock sandbox runs the whole system, then exits 0 with a JSON summary', 
   assert.equal(summary.controller.exitCode, 0, 'paddock stopped cleanly');
   assert.ok(summary.replacementLatencyMs.count >= 1, 'finished ephemeral runners were replaced');
   assert.ok(summary.github.rateLimitedRequests >= 1);
+  assert.equal(summary.owner?.desired, 2);
+  // Not current/ready: a RunnerReplicaSet reports 0 for a moment whenever it deletes a finished Runner.
+  assert.equal(typeof summary.owner?.current, 'number');
+}
+
+test('paddock sandbox runs the whole system with a RunnerDeployment, then exits 0 with a JSON summary', async () => {
+  const summary = await runSandbox([]);
+  assert.equal(summary.kind, 'RunnerDeployment', 'the default kind');
+  assert.equal(summary.owner?.kind, 'RunnerDeployment');
+  assertHealthy(summary);
+});
+
+test('paddock sandbox --kind runnerset runs a RunnerSet the same way', async () => {
+  const summary = await runSandbox(['--kind', 'runnerset']);
+  assert.equal(summary.kind, 'RunnerSet');
+  assert.equal(summary.owner?.kind, 'RunnerSet');
+  assertHealthy(summary);
+});
+
+test('paddock sandbox --help names --kind; an unknown kind is a usage error before anything starts', async () => {
+  const run = async (args: string[]) => {
+    const child = spawn(process.execPath, [path.join(root, 'bin/paddock.js'), 'sandbox', ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+    return { code, out };
+  };
+  const help = await run(['--help']);
+  assert.equal(help.code, 0);
+  assert.match(
+    help.out,
+    /--kind <string>[\s\S]*runnerdeployment[\s\S]*runnerset[\s\S]*default runnerdeployment/,
+  );
+  const bad = await run(['--kind', 'deployment']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.out, /--kind: one of runnerdeployment, runnerset/);
 });

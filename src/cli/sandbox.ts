@@ -1,8 +1,22 @@
-import { RUNNER_SET_NAME, SANDBOX_NAMESPACE, Sandbox, type SandboxSummary } from '../sandbox/sandbox.ts';
+import { formatOwnerFigures, parseSandboxKind, SANDBOX_KINDS } from '../sandbox/sample.ts';
+import { SANDBOX_NAMESPACE, Sandbox, type SandboxSummary } from '../sandbox/sandbox.ts';
 import { type FlagSpec, parseFlags, renderHelp, UsageError } from './flags.ts';
 
 export const SANDBOX_FLAGS: FlagSpec[] = [
-  { group: 'Fleet', name: 'runners', type: 'integer', default: '5', help: 'runners in the sample RunnerSet' },
+  {
+    group: 'Fleet',
+    name: 'kind',
+    type: 'string',
+    default: 'runnerdeployment',
+    help: 'what owns the sample runners: runnerdeployment (Runners, one pod each) or runnerset (a StatefulSet)',
+  },
+  {
+    group: 'Fleet',
+    name: 'runners',
+    type: 'integer',
+    default: '5',
+    help: 'runners in the sample RunnerDeployment or RunnerSet',
+  },
   {
     group: 'Fleet',
     name: 'static',
@@ -77,8 +91,9 @@ export const SANDBOX_FLAGS: FlagSpec[] = [
 
 export const SANDBOX_SUMMARY =
   'Runs the whole system locally: a real kube-apiserver, etcd and kube-controller-manager, the GitHub\n' +
-  'API double, paddock, a sample RunnerSet and a simulated node agent that runs jobs. No cluster and no\n' +
-  'GitHub account needed. The binaries are built on first use (several minutes, once).';
+  'API double, paddock, a sample RunnerDeployment (or RunnerSet, --kind runnerset) and a simulated node\n' +
+  'agent that runs jobs. No cluster and no GitHub account needed. The binaries are built on first use\n' +
+  '(several minutes, once).';
 
 function fmtMs(ms: number | null): string {
   return ms === null ? '-' : `${(ms / 1000).toFixed(1)}s`;
@@ -88,29 +103,24 @@ async function liveView(sandbox: Sandbox, started: number): Promise<string> {
   const http = sandbox.http!;
   const lines: string[] = [];
   const elapsed = Math.round((Date.now() - started) / 1000);
-  const rs = await http
-    .request<{ spec?: { replicas?: number }; status?: Record<string, number> }>(
-      'GET',
-      `/apis/actions.summerwind.dev/v1alpha1/namespaces/${SANDBOX_NAMESPACE}/runnersets/${RUNNER_SET_NAME}`,
-    )
-    .catch(() => undefined);
   lines.push(`paddock sandbox — ${elapsed}s — Ctrl-C stops everything`);
   lines.push('');
-  lines.push(
-    `RunnerSet ${RUNNER_SET_NAME}: desired ${rs?.spec?.replicas ?? '?'}  replicas ${rs?.status?.replicas ?? 0}  ready ${rs?.status?.readyReplicas ?? 0}`,
-  );
+  lines.push(formatOwnerFigures(await sandbox.ownerFigures()));
   const pods = await http
     .request<{
       items: { metadata: { name: string; deletionTimestamp?: string }; status?: { phase?: string } }[];
     }>('GET', `/api/v1/namespaces/${SANDBOX_NAMESPACE}/pods`, { query: { labelSelector: 'actions-runner' } })
     .catch(() => ({ items: [] }));
   lines.push('');
-  lines.push(`${'POD'.padEnd(34)}${'PHASE'.padEnd(12)}${'RUNNER'.padEnd(13)}JOB`);
-  for (const p of pods.items.slice(0, 15)) {
+  const shown = pods.items.slice(0, 15);
+  // RunnerDeployment pods are named <deployment>-<set hash>-<suffix>: wider than a RunnerSet's.
+  const width = Math.max(34, ...shown.map((p) => p.metadata.name.length + 2));
+  lines.push(`${'POD'.padEnd(width)}${'PHASE'.padEnd(12)}${'RUNNER'.padEnd(13)}JOB`);
+  for (const p of shown) {
     const sim = sandbox.agent?.pod(p.metadata.name);
     const phase = p.metadata.deletionTimestamp ? 'Terminating' : (p.status?.phase ?? 'Pending');
     const runner = sim ? (sim.lost ? 'node lost' : sim.runner) : '-';
-    lines.push(`${p.metadata.name.padEnd(34)}${phase.padEnd(12)}${runner.padEnd(13)}${sim?.jobId ?? ''}`);
+    lines.push(`${p.metadata.name.padEnd(width)}${phase.padEnd(12)}${runner.padEnd(13)}${sim?.jobId ?? ''}`);
   }
   if (pods.items.length > 15) lines.push(`… and ${pods.items.length - 15} more`);
   const s = sandbox.summary();
@@ -156,12 +166,19 @@ export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = pr
   }
   const runners = values.runners as number;
   if (runners < 0 || runners > 5000) throw new UsageError('--runners: between 0 and 5000');
+  const kind = parseSandboxKind(String(values.kind));
+  if (!kind) {
+    throw new UsageError(
+      `--kind: one of ${SANDBOX_KINDS.map((k) => k.toLowerCase()).join(', ')}, not "${values.kind}"`,
+    );
+  }
   const json = values.json === true;
   const tty = process.stdout.isTTY && !json;
   const say = (line: string) => {
     if (!json) process.stderr.write(`${line}\n`);
   };
   const sandbox = new Sandbox({
+    kind,
     runners,
     jobRate: values['job-rate'] as number,
     jobDurationMs: values['job-duration'] as number,
@@ -204,9 +221,9 @@ export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = pr
       if (tty) process.stdout.write(`\x1b[H\x1b[2J${await liveView(sandbox, started)}\n`);
       else if (!json && Date.now() - lastPlain > 10_000) {
         lastPlain = Date.now();
-        const s = sandbox.summary();
+        const s = await sandbox.summarize();
         say(
-          `[sandbox] ${s.durationSeconds}s: jobs ${s.jobs.completed}/${s.jobs.created} done, ${s.jobs.cancelled} cancelled; GitHub rate-limited requests ${s.github.rateLimitedRequests}`,
+          `[sandbox] ${s.durationSeconds}s: ${s.owner ? formatOwnerFigures(s.owner) : kind}; jobs ${s.jobs.completed}/${s.jobs.created} done, ${s.jobs.cancelled} cancelled; GitHub rate-limited requests ${s.github.rateLimitedRequests}`,
         );
       }
       const tick = await Promise.race([
@@ -215,7 +232,7 @@ export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = pr
       ]);
       if (tick === 'stop' || (duration > 0 && Date.now() - started >= duration)) break;
     }
-    summary = sandbox.summary();
+    summary = await sandbox.summarize();
   } catch (err) {
     process.stderr.write(`paddock sandbox: ${(err as Error).message}\n`);
     exitCode = 1;

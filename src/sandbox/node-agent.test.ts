@@ -6,6 +6,7 @@ import {
   podPhase,
   referencedSecrets,
   resolveEnv,
+  runnerGroupFor,
   scopeServes,
 } from './node-agent.ts';
 
@@ -29,6 +30,21 @@ describe('node agent: job matching', () => {
     assert.equal(scopeServes('orgs/acme', 'acme', 'anything'), true);
     assert.equal(scopeServes('orgs/acme', 'globex', 'app'), false);
     assert.equal(scopeServes('enterprises/big', 'acme', 'app'), true);
+  });
+
+  test('RUNNER_GROUP: the named group of an organization or enterprise runner; ignored for a repository', () => {
+    const groups = [
+      { id: 1, name: 'Default' },
+      { id: 7, name: 'Build-Farm' },
+    ];
+    assert.deepEqual(runnerGroupFor({ RUNNER_ORG: 'o', RUNNER_GROUP: 'build-farm' }, groups), { id: 7 });
+    assert.deepEqual(runnerGroupFor({ RUNNER_ORG: 'o', RUNNER_GROUP: '' }, groups), {});
+    assert.deepEqual(runnerGroupFor({ RUNNER_ORG: 'o' }, groups), {});
+    assert.deepEqual(runnerGroupFor({ RUNNER_REPO: 'o/r', RUNNER_GROUP: 'nope' }, groups), {});
+    assert.match(
+      runnerGroupFor({ RUNNER_ENTERPRISE: 'e', RUNNER_GROUP: 'nope' }, groups).error ?? '',
+      /nope/,
+    );
   });
 
   test('RUNNER_LABELS parsing', () => {

@@ -60,6 +60,21 @@ export function parseRunnerLabels(value: string | undefined): string[] {
     .filter(Boolean);
 }
 
+/**
+ * The runner group `config.sh --runnergroup` registers into: RUNNER_GROUP, except for repository
+ * runners (ARC's start-up script passes it only without RUNNER_REPO); unset means the default
+ * group. An unknown group fails the configuration, as on GitHub (the double keeps one list of groups).
+ */
+export function runnerGroupFor(
+  env: Record<string, string>,
+  groups: Iterable<{ id: number; name: string }>,
+): { id?: number; error?: string } {
+  const wanted = env.RUNNER_REPO ? '' : (env.RUNNER_GROUP ?? '').trim();
+  if (!wanted) return {};
+  for (const g of groups) if (g.name.toLowerCase() === wanted.toLowerCase()) return { id: g.id };
+  return { error: `Could not find any self-hosted runner group named "${wanted}".` };
+}
+
 /** The pod phase the kubelet reports for these container states. */
 export function podPhase(
   states: readonly ('waiting' | 'running' | { exitCode: number })[],
@@ -1097,12 +1112,15 @@ export class NodeAgent {
       if (jit) {
         runner = this.double.model.registerRunner({ jitConfig: jit });
       } else if (token) {
+        const group = runnerGroupFor(env, this.double.model.runnerGroups.values());
+        if (group.error) throw new Error(group.error);
         runner = this.double.model.registerRunner({
           registrationToken: token,
           name: env.RUNNER_NAME || sim.name,
           labels: parseRunnerLabels(env.RUNNER_LABELS),
           ephemeral,
           replace: true,
+          ...(group.id !== undefined ? { runnerGroupId: group.id } : {}),
         });
       } else {
         throw new Error('neither RUNNER_TOKEN nor ACTIONS_RUNNER_INPUT_JITCONFIG is set');

@@ -4,25 +4,36 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { installCrds } from '../cli/run.ts';
+import { resourcePath } from '../runtime/informer.ts';
 import { KubeHttp } from '../runtime/kube-http.ts';
 import { silentLogger } from '../runtime/log.ts';
 import { type ControlPlane, freePort, startControlPlane } from '../testenv/control-plane.ts';
 import { GitHubDouble } from '../testenv/github-double/index.ts';
 import { NodeAgent, type NodeAgentEvent } from './node-agent.ts';
+import {
+  type OwnerFigures,
+  ownerFigures,
+  type SandboxKind,
+  sampleManifest,
+  sampleResource,
+} from './sample.ts';
 import { WorkloadGenerator } from './workload.ts';
 
 /**
  * The whole system on one machine: a real control plane with kube-controller-manager, the GitHub
  * API double, paddock itself (`paddock run` as a child process, so its memory is its own), a
- * RunnerSet, and a simulated node agent with a job workload and optional chaos.
+ * RunnerDeployment or RunnerSet, and a simulated node agent with a job workload and optional chaos.
  */
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const SANDBOX_NAMESPACE = 'sandbox';
 export const SANDBOX_ORG = 'sandbox-org';
-export const RUNNER_SET_NAME = 'sandbox-runners';
+/** The sample RunnerDeployment's or RunnerSet's name. */
+export const SAMPLE_NAME = 'sandbox-runners';
 
 export interface SandboxOptions {
+  /** What owns the runners: a RunnerDeployment (default of `paddock sandbox`) or a RunnerSet. */
+  kind: SandboxKind;
   runners: number;
   /** Jobs per minute. */
   jobRate: number;
@@ -48,6 +59,7 @@ export interface SandboxOptions {
 }
 
 export interface SandboxSummary {
+  kind: SandboxKind;
   durationSeconds: number;
   runners: number;
   ephemeral: boolean;
@@ -70,6 +82,8 @@ export interface SandboxSummary {
   controller: { rssMiB: number | null; exitCode: number | null };
   pods: { seen: number; started: number };
   chaos: { podKills: number; nodesLost: number };
+  /** The sample owner's own figures (filled in by `summarize()`, which asks the API server). */
+  owner?: OwnerFigures;
 }
 
 function percentile(values: number[], p: number): number | null {
@@ -197,32 +211,17 @@ export class Sandbox {
 
     if (this.opts.chaos.github5xxRate > 0) this.scheduleGitHubFaults();
 
-    await this.http.request(
-      'POST',
-      `/apis/actions.summerwind.dev/v1alpha1/namespaces/${SANDBOX_NAMESPACE}/runnersets`,
-      {
-        body: {
-          apiVersion: 'actions.summerwind.dev/v1alpha1',
-          kind: 'RunnerSet',
-          metadata: { name: RUNNER_SET_NAME },
-          spec: {
-            replicas: this.opts.runners,
-            organization: SANDBOX_ORG,
-            ephemeral: this.opts.ephemeral,
-            labels: ['sandbox'],
-            selector: { matchLabels: { app: RUNNER_SET_NAME } },
-            serviceName: RUNNER_SET_NAME,
-            podManagementPolicy: 'Parallel',
-            template: {
-              metadata: { labels: { app: RUNNER_SET_NAME } },
-              spec: { containers: [{ name: 'runner' }] },
-            },
-          },
-        },
-      },
-    );
+    await this.http.request('POST', resourcePath(sampleResource(this.opts.kind), SANDBOX_NAMESPACE), {
+      body: sampleManifest(this.opts.kind, {
+        name: SAMPLE_NAME,
+        organization: SANDBOX_ORG,
+        replicas: this.opts.runners,
+        ephemeral: this.opts.ephemeral,
+        labels: ['sandbox'],
+      }),
+    });
     log(
-      `[sandbox] RunnerSet ${SANDBOX_NAMESPACE}/${RUNNER_SET_NAME} applied with ${this.opts.runners} runners`,
+      `[sandbox] ${this.opts.kind} ${SANDBOX_NAMESPACE}/${SAMPLE_NAME} applied with ${this.opts.runners} runners`,
     );
 
     if (this.opts.simulate) {
@@ -332,6 +331,7 @@ export class Sandbox {
     const counted = this.double.rateLimitedRequestCount(this.token);
     const hours = Math.max(seconds, 1) / 3600;
     return {
+      kind: this.opts.kind,
       durationSeconds: Math.round(seconds),
       runners: this.opts.runners,
       ephemeral: this.opts.ephemeral,
@@ -361,6 +361,24 @@ export class Sandbox {
       pods: { seen: stats?.podsSeen ?? 0, started: stats?.podsStarted ?? 0 },
       chaos: { podKills: this.podKills, nodesLost: this.nodesLost },
     };
+  }
+
+  /** The sample owner's desired/current/ready figures, as the API server has them now. */
+  async ownerFigures(): Promise<OwnerFigures> {
+    const obj = await this.http
+      ?.request<Parameters<typeof ownerFigures>[2]>(
+        'GET',
+        resourcePath(sampleResource(this.opts.kind), SANDBOX_NAMESPACE, SAMPLE_NAME),
+      )
+      .catch(() => undefined);
+    return ownerFigures(this.opts.kind, SAMPLE_NAME, obj);
+  }
+
+  /** `summary()` with the owner's figures. */
+  async summarize(): Promise<SandboxSummary> {
+    const s = this.summary();
+    s.owner = await this.ownerFigures();
+    return s;
   }
 
   /** Requests per route (`GET /orgs/{org}/actions/runners`: 12), where the API spend went. */
