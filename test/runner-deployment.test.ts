@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { CoreV1Api } from '@kubernetes/client-node';
 import {
   RUNNER_DEPLOYMENTS,
   RUNNER_REPLICA_SETS,
@@ -34,7 +33,6 @@ describe('RunnerDeployment', () => {
   const agentEvents: NodeAgentEvent[] = [];
   const logLines: string[] = [];
   let http: KubeHttp;
-  let core: CoreV1Api;
   let agent: NodeAgent;
   let paddock: Paddock | undefined;
 
@@ -44,7 +42,6 @@ describe('RunnerDeployment', () => {
     double.addOrg('acme');
     const { token } = double.addToken();
     http = new KubeHttp(ns.cluster.kubeConfig);
-    core = ns.cluster.kubeConfig.makeApiClient(CoreV1Api);
     ({ paddock } = await startTestPaddock({
       kubeConfig: ns.cluster.kubeConfig,
       namespace: ns.name,

@@ -189,6 +189,7 @@ describe('planOwnerSync', () => {
     const p = plan([owner('a', 'running', { synced: false })], 3);
     assert.deepEqual(p.actions, []);
     assert.match(p.note ?? '', /not synced/);
+    assert.equal(p.statusUnknown, true, 'no status is computed from a stopped round');
   });
 
   test('a pod the owner has but our cache has not seen yet counts as pending: no second owner', () => {

@@ -100,6 +100,8 @@ export interface OwnerSyncPlan {
   note?: string;
   /** The owners of the desired template, oldest first (for status). */
   current: string[];
+  /** The round stopped at a gate before counting: `current` says nothing, keep the old status. */
+  statusUnknown?: boolean;
 }
 
 export interface OwnerSyncInput {
@@ -190,7 +192,8 @@ export function planOwnerSync(input: OwnerSyncInput): OwnerSyncPlan {
   }
   // ARC's gate, for the fleet's members (a leaving owner counts for nothing, so it blocks nothing).
   for (const o of members) {
-    if (!o.synced) return { actions, note: `owner ${o.name} is not synced yet`, current: [] };
+    if (!o.synced)
+      return { actions, note: `owner ${o.name} is not synced yet`, current: [], statusUnknown: true };
   }
 
   const ofTemplate = (o: OwnerState) => o.templateHash === input.desiredHash;

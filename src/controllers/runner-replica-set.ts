@@ -178,6 +178,7 @@ export class RunnerReplicaSetReconciler {
     if (plan.note) ctx.log.debug({ note: plan.note }, 'owner sync');
     for (const action of plan.actions) await this.perform(action, rrs, hash, key, ctx);
 
+    if (plan.statusUnknown) return undefined;
     // Status from the Runners of the current template (ARC: pods, and running pods).
     const current = owned.filter((r) => plan.current.includes(r.metadata.name ?? ''));
     const states = owners.filter((o) => plan.current.includes(o.name));

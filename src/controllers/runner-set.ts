@@ -157,6 +157,7 @@ export class RunnerSetReconciler {
     if (plan.note) ctx.log.debug({ note: plan.note }, 'owner sync');
     for (const action of plan.actions) await this.perform(action, rs, desired, namespace, key, ctx);
 
+    if (plan.statusUnknown) return undefined;
     // Status from the StatefulSets of the current template.
     const current = owned.filter((s) => plan.current.includes(s.metadata.name ?? ''));
     const total = (f: (s: StatefulSet) => number | undefined) => current.reduce((n, s) => n + (f(s) ?? 0), 0);

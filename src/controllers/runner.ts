@@ -73,7 +73,8 @@ export class RunnerReconciler {
     this.controller = m
       .controller({
         name: 'runner-controller',
-        concurrency: opts.concurrency ?? 4,
+        // Each reconcile waits on up to four API writes: at a thousand runners few workers are the bottleneck.
+        concurrency: opts.concurrency ?? 16,
         reconcile: (req, ctx) => this.reconcile(req.key, ctx),
       })
       .watchFor(this.runners)
