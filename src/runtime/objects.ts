@@ -118,12 +118,16 @@ export async function addFinalizer<T extends KubeObject>(
   });
 }
 
-/** Removes a finalizer, guarded the same way. */
+/**
+ * Removes a finalizer, guarded the same way. `annotations` (null removes a key) are written in the
+ * same request: a last record on an object about to go costs no write of its own.
+ */
 export async function removeFinalizer<T extends KubeObject>(
   http: KubeHttp,
   r: ResourceRef,
   obj: T,
   finalizer: string,
+  annotations: Record<string, string | null> = {},
 ): Promise<T | undefined> {
   return await guardedFinalizerUpdate(http, r, obj, (current) => {
     const list = current.metadata.finalizers ?? [];
@@ -132,8 +136,27 @@ export async function removeFinalizer<T extends KubeObject>(
     return [
       { op: 'test', path: '/metadata/finalizers', value: list },
       { op: 'remove', path: `/metadata/finalizers/${i}` },
+      ...annotationOps(current.metadata.annotations, annotations),
     ];
   });
+}
+
+/** JSON-patch operations that set (or, for null, remove) annotations on an object as it is now. */
+export function annotationOps(
+  current: Record<string, string> | undefined,
+  changes: Record<string, string | null>,
+): JsonPatchOp[] {
+  const set = Object.entries(changes).filter((e): e is [string, string] => e[1] !== null);
+  const drop = Object.keys(changes).filter((k) => changes[k] === null && current && k in current);
+  if (!current)
+    return set.length > 0
+      ? [{ op: 'add', path: '/metadata/annotations', value: Object.fromEntries(set) }]
+      : [];
+  const pointer = (k: string) => `/metadata/annotations/${k.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+  return [
+    ...set.map(([k, v]): JsonPatchOp => ({ op: 'add', path: pointer(k), value: v })),
+    ...drop.map((k): JsonPatchOp => ({ op: 'remove', path: pointer(k) })),
+  ];
 }
 
 async function guardedFinalizerUpdate<T extends KubeObject>(
