@@ -130,6 +130,10 @@ function drive(p: RunnerPodLike, gh: GitHubScript = {}, learnedStart: Learned = 
         break;
       case 'remove-finalizer':
         current.metadata.finalizers = (current.metadata.finalizers ?? []).filter((f) => f !== step.finalizer);
+        for (const [k, v] of Object.entries(step.annotations ?? {})) {
+          if (v === null) delete current.metadata.annotations![k];
+          else current.metadata.annotations![k] = v;
+        }
         break;
       case 'annotate':
         for (const [k, v] of Object.entries(step.annotations)) {
@@ -253,6 +257,18 @@ describe('registration check', () => {
     assert.equal(r.final.mark !== 'clear' && r.final.mark?.reason, 'registration-pending');
   });
 
+  test('within its first interval, a runner not listed yet is neither annotated nor reported', () => {
+    const r = drive(pod({ startedAt: NOW - 5_000 }), { list: () => listing([]) });
+    assert.equal(r.final.kind, 'settle');
+    if (r.final.kind !== 'settle') return;
+    assert.equal(r.final.annotations, undefined);
+    assert.equal(r.final.mark, undefined);
+    assert.ok(
+      r.final.requeueAfterMs !== undefined && r.final.requeueAfterMs >= S.registrationRecheckIntervalMs,
+    );
+    assert.deepEqual(r.events, []);
+  });
+
   test('past the timeout, the decision waits for a list that started after the deadline (item 15)', () => {
     const deadline = NOW - MIN + S.registrationTimeoutMs - 11 * MIN; // started 11 min ago → deadline 1 min ago
     const p = pod({ startedAt: NOW - 11 * MIN });
@@ -300,6 +316,22 @@ describe('registration check', () => {
     assert.deepEqual(r.removed, []);
   });
 
+  test('a Runner’s stopped pod is left to its owners: no write, no GitHub call; a crash is reported once', () => {
+    const ofRunner = (o: PodOpts) => {
+      const p = pod(o);
+      p.metadata.ownerReferences = [{ kind: 'Runner', name: NAME, controller: true }];
+      return p;
+    };
+    const finished = drive(ofRunner({ exitCode: 0, annotations: { 'actions-runner/id': '7' } }));
+    assert.deepEqual(kinds(finished), ['settle']);
+    assert.deepEqual(finished.removed, []);
+    const crashed = drive(ofRunner({ exitCode: 137, annotations: { 'actions-runner/id': '7' } }));
+    assert.deepEqual(kinds(crashed), ['settle']);
+    assert.deepEqual(crashed.removed, []);
+    const mark = crashed.final.kind === 'settle' ? crashed.final.mark : undefined;
+    assert.equal(typeof mark === 'object' ? mark.event?.reason : undefined, 'RunnerCrashed');
+  });
+
   test('a crashed runner with an ID is removed from GitHub before its pod is replaced', () => {
     const r = drive(pod({ exitCode: 137, annotations: { 'actions-runner/id': '7' } }), {
       list: () => listing([runner(7, NAME, { status: 'offline' })]),
@@ -314,7 +346,10 @@ describe('graceful stop on deletion', () => {
 
   test('deleted before any container started: done at once, no GitHub (item 4: never stuck Terminating)', () => {
     const r = drive(deleting({ phase: 'Pending' }));
-    assert.deepEqual(kinds(r), ['annotate', 'annotate', 'remove-finalizer']);
+    // One write: the stop's start and completion records travel with the finalizer removal.
+    assert.deepEqual(kinds(r), ['remove-finalizer']);
+    assert.equal(ann(r, 'actions-runner/unregistration-start-timestamp'), rfc3339(NOW));
+    assert.equal(ann(r, 'actions-runner/unregistration-complete-timestamp'), rfc3339(NOW));
   });
 
   test('deleted while running and not registered: waits; once the kubelet stops it (any exit code), done', () => {
@@ -461,11 +496,9 @@ describe('without usable GitHub credentials (item 5)', () => {
     assert.deepEqual(early.events, ['Warning:GitHubCredentialsError']);
     const late = drive(p(S.githubUnavailableTimeoutMs + 1000), gone);
     assert.equal(late.final.kind, 'remove-finalizer');
-    const abandoned = late.steps.find(
-      (s) => s.kind === 'annotate' && s.event?.reason === 'UnregistrationAbandoned',
-    );
+    const abandoned = late.steps.find((s) => 'event' in s && s.event?.reason === 'UnregistrationAbandoned');
     assert.match(
-      abandoned?.kind === 'annotate' ? (abandoned.event?.note ?? '') : '',
+      abandoned && 'event' in abandoned ? (abandoned.event?.note ?? '') : '',
       new RegExp(`runner ${NAME} \\(ID 7\\) 5m after`),
     );
   });

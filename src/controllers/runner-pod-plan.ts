@@ -127,7 +127,15 @@ export type RunnerPodStep =
   | { kind: 'delete-runner-object'; name: string }
   /** Container mode: delete the job pods and secrets labelled with this runner pod. */
   | { kind: 'cleanup-linked' }
-  | { kind: 'remove-finalizer'; finalizer: string; releaseClient: boolean; event?: EventSpec; log: string }
+  | {
+      kind: 'remove-finalizer';
+      finalizer: string;
+      releaseClient: boolean;
+      event?: EventSpec;
+      log: string;
+      /** The graceful stop's record, written with the removal (a pod being deleted). */
+      annotations?: Record<string, string | null>;
+    }
   /** Resolve the pod's GitHub client (its credentials Secret, or the default). */
   | { kind: 'need-client' }
   /** The scope's runner list: any cached one, or one whose listing started at or after `notBefore`. */
@@ -165,7 +173,7 @@ export interface RunnerPodPlanInput {
 export interface RunnerPodLike extends PodLike {
   metadata: PodLike['metadata'] & {
     finalizers?: string[];
-    ownerReferences?: { kind: string; name: string }[];
+    ownerReferences?: { kind: string; name: string; controller?: boolean }[];
   };
 }
 
@@ -388,6 +396,19 @@ export function planRunnerPod(input: RunnerPodPlanInput): RunnerPodStep {
   return planDeleting(input, f, finalizers);
 }
 
+function finalizersOf(identity: RunnerPodIdentity): readonly string[] {
+  return identity.containerMode ? OUR_FINALIZERS : [FINALIZER_RUNNER_POD];
+}
+
+/**
+ * The finalizers this controller puts on a runner pod; a controller that creates the pod sets them
+ * at creation and saves a write per pod.
+ */
+export function runnerPodFinalizers(pod: RunnerPodLike): string[] {
+  const identity = runnerPodIdentity(pod);
+  return identity.ok ? [...finalizersOf(identity.value)] : [];
+}
+
 function planLive(
   input: RunnerPodPlanInput,
   f: RunnerPodFacts,
@@ -395,7 +416,7 @@ function planLive(
   finalizers: string[],
 ): RunnerPodStep {
   // Finalizers first: nothing may delete this pod behind GitHub's back from now on.
-  const wanted = identity.containerMode ? OUR_FINALIZERS : [FINALIZER_RUNNER_POD];
+  const wanted = finalizersOf(identity);
   const missing = wanted.filter((x) => !finalizers.includes(x));
   if (missing.length > 0) return { kind: 'add-finalizers', finalizers: missing };
 
@@ -426,16 +447,7 @@ function planDeleting(input: RunnerPodPlanInput, f: RunnerPodFacts, finalizers: 
       log: 'job pods and secrets deleted',
     };
   }
-  if (finalizers.includes(FINALIZER_RUNNER_POD)) {
-    const step = planStop(input, f);
-    if (step !== 'stopped') return step;
-    return {
-      kind: 'remove-finalizer',
-      finalizer: FINALIZER_RUNNER_POD,
-      releaseClient: true,
-      log: 'runner unregistered; finalizer removed',
-    };
-  }
+  if (finalizers.includes(FINALIZER_RUNNER_POD)) return planStopOfDeletedPod(input, f);
   // Our finalizers are gone; a pod still here long after its deletion sits on a lost node.
   const decision = forceDeleteDecision(
     f.deletionRequestedAt ?? input.now,
@@ -456,6 +468,16 @@ function planRegistration(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerP
     timeoutMs: s.registrationTimeoutMs,
   };
   const start = registrationCheckStart(f, now, rs);
+  if (start.kind === 'restart' && controlledByRunner(input.pod)) {
+    // A Runner's stopped pod is replaced by its owners (the replica set deletes the Runner, a
+    // Runner of its own gets a new pod from the Runner controller); deleting it here as well would
+    // race them and cost three writes per pod. The pod's finalizer still unregisters on deletion.
+    if (start.reason === 'finished') return { kind: 'settle', log: 'runner finished; its owner replaces it' };
+    return {
+      kind: 'settle',
+      mark: { reason: 'runner-crashed', event: warning('RunnerCrashed', start.message) },
+    };
+  }
   if (start.kind === 'restart') {
     const event = start.reason === 'finished' ? undefined : warning('RunnerCrashed', start.message);
     return planRestart(input, f, event, start.message);
@@ -493,6 +515,15 @@ function planRegistration(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerP
   }
   const result = registrationCheckResult(f, lookup, now, rs, input.random);
   if (result.kind === 'recheck') {
+    // A runner takes a few seconds to configure itself: within its first interval, not being listed
+    // is the normal case and worth neither a write nor an Event (at a thousand runners, two requests
+    // per pod that a saturated API server feels).
+    if (
+      f.annotations[ANNOTATION_LAST_REGISTRATION_CHECK] === undefined &&
+      now - f.runnerStartedAt < rs.intervalMs
+    ) {
+      return { kind: 'settle', requeueAfterMs: result.requeueAfterMs };
+    }
     const what = result.lookup === 'notFound' ? 'not registered with GitHub yet' : 'registered but offline';
     return {
       kind: 'settle',
@@ -538,7 +569,55 @@ function planRestart(
   return step;
 }
 
+function controlledByRunner(pod: RunnerPodLike): boolean {
+  return (pod.metadata.ownerReferences ?? []).some((o) => o.controller && o.kind === 'Runner');
+}
+
 // ------------------------------------------------------------------------------- graceful stop
+
+/**
+ * The graceful stop of a pod being deleted. Its start and completion records are only that when no
+ * GitHub write comes between them (a finished ephemeral runner, a pod that never ran): they then
+ * travel with the finalizer removal, one write instead of three per pod. The start is still written
+ * on its own before any removal request, so a restart knows a removal may be under way.
+ */
+function planStopOfDeletedPod(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerPodStep {
+  const release = (annotations: Record<string, string | null>, done?: RunnerPodStep): RunnerPodStep => {
+    const completion = done?.kind === 'annotate' ? done : undefined;
+    const all = { ...annotations, ...completion?.annotations };
+    return {
+      kind: 'remove-finalizer',
+      finalizer: FINALIZER_RUNNER_POD,
+      releaseClient: true,
+      ...(completion?.event ? { event: completion.event } : {}),
+      log: completion?.log ?? 'runner unregistered; finalizer removed',
+      ...(Object.keys(all).length > 0 ? { annotations: all } : {}),
+    };
+  };
+  const step = planStop(input, f);
+  if (step === 'stopped') return release({});
+  if (isCompletion(step)) return release({}, step);
+  const startsOnly =
+    step.kind === 'annotate' &&
+    !step.event &&
+    Object.keys(step.annotations).length === 1 &&
+    ANNOTATION_UNREGISTRATION_START in step.annotations;
+  if (!startsOnly) return step;
+  const started: RunnerPodFacts = {
+    ...f,
+    annotations: { ...f.annotations, ...(step.annotations as Record<string, string>) },
+  };
+  const next = planStop(input, started);
+  if (next === 'stopped') return release(step.annotations);
+  if (isCompletion(next)) return release(step.annotations, next);
+  // Reads first; whether the start needs a write of its own is decided with what they tell.
+  if (next.kind === 'need-listing' || next.kind === 'need-client') return next;
+  return step;
+}
+
+function isCompletion(step: RunnerPodStep): boolean {
+  return step.kind === 'annotate' && typeof step.annotations[ANNOTATION_UNREGISTRATION_COMPLETE] === 'string';
+}
 
 /**
  * One step of the graceful stop (spec §4.3), or `'stopped'` once the runner is known not to be

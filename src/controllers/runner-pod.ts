@@ -11,6 +11,7 @@ import type { Manager } from '../runtime/manager.ts';
 import { addFinalizer, mergePatch, removeFinalizer } from '../runtime/objects.ts';
 import { PODS, SECRETS } from '../runtime/resources.ts';
 import { defaultIndexers, type KubeObject, objectKey } from '../runtime/store.ts';
+import { WrittenObjects } from '../runtime/written.ts';
 import {
   ANNOTATION_WAIT_REASON,
   ANNOTATION_WAIT_START,
@@ -145,8 +146,13 @@ export class RunnerPodReconciler {
     this.interest.stop();
   }
 
+  /** Pods as this controller last wrote them, until the cache has caught up. */
+  private readonly written = new WrittenObjects<PodObject>();
+
   async reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
-    const cached = this.informer.store.get(key);
+    // The pod as this controller last wrote it when the cache is behind: a reconcile woken by some
+    // other change must not repeat a finalizer removal the cache has not seen yet.
+    const cached = this.written.newest(key, this.informer.store.get(key));
     if (!cached || !isRunnerPod(cached)) return undefined;
     const identity = runnerPodIdentity(cached);
     const pass: Pass = {
@@ -166,8 +172,13 @@ export class RunnerPodReconciler {
         random,
         learned: pass.learned,
       });
-      const outcome = await this.perform(step, pass, ctx);
-      if (outcome !== 'continue') return outcome;
+      const before = pass.pod;
+      try {
+        const outcome = await this.perform(step, pass, ctx);
+        if (outcome !== 'continue') return outcome;
+      } finally {
+        if (pass.pod !== before) this.written.remember(pass.pod);
+      }
     }
     throw new Error(`runner pod ${key}: no decision after ${MAX_STEPS} steps (a planning bug); retrying`);
   }
@@ -240,7 +251,7 @@ export class RunnerPodReconciler {
 
       case 'remove-finalizer': {
         if (step.event) this.event(pod, step.event, ctx);
-        const updated = await removeFinalizer(this.http, PODS, pod, step.finalizer);
+        const updated = await removeFinalizer(this.http, PODS, pod, step.finalizer, step.annotations);
         if (step.releaseClient) this.forget(pod);
         ctx.log.info({ finalizer: step.finalizer }, step.log);
         if (!updated) return undefined;
