@@ -132,7 +132,7 @@ describe('RunnerDeployment', () => {
       { spec: { replicas } },
     );
 
-  test('creates Runners and pods that register, with the token only in a Secret the Runner owns', async () => {
+  test('creates Runners and pods that register, with the token only in one Secret their RunnerReplicaSet owns', async () => {
     await http.request('POST', rdPath(), {
       body: {
         apiVersion: 'actions.summerwind.dev/v1alpha1',
@@ -159,13 +159,18 @@ describe('RunnerDeployment', () => {
       const token = env.find((e) => e.name === 'RUNNER_TOKEN');
       assert.equal(token?.value, undefined, 'no literal token in the pod spec');
       const ref = token?.valueFrom?.secretKeyRef;
-      assert.equal(ref?.name, `${runner.metadata.name}-runner-token`);
+      const rrs = runner.metadata.ownerReferences?.find((o) => o.controller && o.kind === 'RunnerReplicaSet');
+      assert.ok(rrs, "the Runner is its replica set's");
+      // A registration token is the scope's, not a runner's: the replica set's Runners share one Secret.
+      assert.equal(ref?.name, `${rrs.name}-runner-token`);
       const secret = await http.request<KubeObject & { data: Record<string, string> }>(
         'GET',
         resourcePath(SECRETS, ns.name, ref!.name!),
       );
       assert.ok(
-        secret.metadata.ownerReferences?.some((o) => o.kind === 'Runner' && o.uid === runner.metadata.uid),
+        secret.metadata.ownerReferences?.some(
+          (o) => o.controller && o.kind === 'RunnerReplicaSet' && o.uid === rrs.uid,
+        ),
       );
       const value = Buffer.from(secret.data[ref!.key!]!, 'base64').toString('utf8');
       assert.ok(double.model.tokens.has(value), 'the Secret holds a registration token GitHub issued');
@@ -180,6 +185,10 @@ describe('RunnerDeployment', () => {
         assert.equal(r.status?.registration?.organization, 'acme');
       });
     }
+    const tokenSecrets = (await list<KubeObject>(SECRETS)).filter((x) =>
+      x.metadata.name?.endsWith('-runner-token'),
+    );
+    assert.equal(tokenSecrets.length, 1, 'one token Secret for the replica set, none per Runner');
     // The pod webhook is not in the way of a Runner's pod: its pods do not ask for a token.
     assert.ok(pods.every((p) => !p.metadata.labels?.['actions-runner-controller/inject-registration-token']));
     const events = await list<KubeObject & { reason?: string; regarding?: { name?: string } }>(EVENTS);

@@ -4,7 +4,7 @@ import { API_VERSION, RUNNERS, type Runner } from '../src/api/index.ts';
 import type { Paddock } from '../src/cli/run.ts';
 import { resourcePath } from '../src/runtime/informer.ts';
 import { KubeHttp } from '../src/runtime/kube-http.ts';
-import { EVENTS, PODS, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS } from '../src/runtime/resources.ts';
+import { EVENTS, PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS } from '../src/runtime/resources.ts';
 import type { KubeObject } from '../src/runtime/store.ts';
 import { NodeAgent, type NodeAgentEvent, type PodObject } from '../src/sandbox/node-agent.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
@@ -109,6 +109,18 @@ describe('Runner', () => {
         resourceNames: ['solo'],
       },
     ]);
+    // A standalone Runner's token is in a Secret of its own, which its pod reads.
+    const tokenRef = (pod.spec?.containers ?? [])
+      .find((c) => c.name === 'runner')
+      ?.env?.find((e) => e.name === 'RUNNER_TOKEN')?.valueFrom?.secretKeyRef;
+    assert.equal(tokenRef?.name, 'solo-runner-token');
+    const tokenSecret = (await get<KubeObject>(SECRETS, 'solo-runner-token'))!;
+    assert.ok(
+      tokenSecret.metadata.ownerReferences?.some(
+        (o) => o.controller && o.kind === 'Runner' && o.uid === runner.metadata.uid,
+      ),
+      "the token Secret is the Runner's",
+    );
     for (const ref of [SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS]) {
       const obj = (await get<KubeObject>(ref, 'solo'))!;
       assert.ok(

@@ -73,13 +73,61 @@ describe('planRunner', () => {
     }
   });
 
+  test('a stopped pod: a Runner of its own gets it deleted for a fresh one; a replica set replaces its Runner instead', () => {
+    const status = { phase: 'Succeeded', ready: false };
+    const finished: Pod = {
+      metadata: { name: 'r1' },
+      status: {
+        phase: 'Succeeded',
+        containerStatuses: [{ name: 'runner', state: { terminated: { exitCode: 0 } } }],
+      },
+    };
+    const crashed: Pod = {
+      metadata: { name: 'r1' },
+      status: {
+        phase: 'Running',
+        containerStatuses: [{ name: 'runner', state: { terminated: { exitCode: 1 } } }],
+      },
+    };
+    const own = runner({}, status);
+    assert.deepEqual(plan({ runner: own, pod: finished }), { kind: 'delete-pod', why: 'pod-stopped' });
+    assert.deepEqual(plan({ runner: runner({}, { ...status, phase: 'Running' }), pod: crashed }), {
+      kind: 'delete-pod',
+      why: 'pod-stopped',
+    });
+    assert.equal(plan({ runner: own, pod: finished, done: { podDeleted: true } }).kind, 'done');
+    const ofSet = runner(
+      {
+        ownerReferences: [
+          {
+            apiVersion: 'actions.summerwind.dev/v1alpha1',
+            kind: 'RunnerReplicaSet',
+            name: 'rs',
+            uid: 'rs1',
+            controller: true,
+          },
+        ],
+      },
+      status,
+    );
+    assert.equal(plan({ runner: ofSet, pod: finished }).kind, 'done');
+    // Still running: nothing to delete.
+    assert.equal(
+      plan({
+        runner: runner({}, { phase: 'Running', ready: true }),
+        pod: running,
+      }).kind,
+      'done',
+    );
+  });
+
   test('a pod of the same name that another owner controls is left alone', () => {
     assert.equal(plan({ foreignPod: true }).kind, 'done');
   });
 
   test('deletion: the pod is deleted (its finalizer unregisters), then our finalizer goes', () => {
     const deleting = runner({ deletionTimestamp: '2026-12-03T09:59:00Z' });
-    assert.deepEqual(plan({ runner: deleting, pod: running }), { kind: 'delete-pod' });
+    assert.deepEqual(plan({ runner: deleting, pod: running }), { kind: 'delete-pod', why: 'runner-deleted' });
     assert.deepEqual(plan({ runner: deleting, pod: running, done: { podDeleted: true } }), {
       kind: 'remove-finalizer',
     });

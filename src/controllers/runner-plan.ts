@@ -4,7 +4,7 @@ import {
   ANNOTATION_UNREGISTRATION_REQUEST,
   FINALIZER_RUNNER,
 } from './constants.ts';
-import { type PodLike, runnerPodFacts } from './graceful-stop.ts';
+import { type PodLike, runnerPodFacts, runnerStopped } from './graceful-stop.ts';
 
 /**
  * The Runner controller's decisions (spec §3.1) as one pure step function: given the Runner, its
@@ -40,7 +40,7 @@ export interface RunnerPlanInput {
   /** What this reconcile did already. */
   done: {
     /** A token was written to the Secret; `recordExpiry`: the status does not say so yet. */
-    token?: { expiresAt: number; recordExpiry: boolean };
+    token?: { expiresAt: number; recordExpiry: boolean; secretName?: string };
     rbac?: boolean;
     podCreated?: boolean;
     podDeleted?: boolean;
@@ -57,7 +57,8 @@ export interface RunnerStatusPatch {
 
 export type RunnerStep =
   | { kind: 'add-finalizer' }
-  | { kind: 'delete-pod' }
+  /** The Runner is being deleted, or its pod stopped and the Runner is its own (no replica set replaces it). */
+  | { kind: 'delete-pod'; why: 'runner-deleted' | 'pod-stopped' }
   | { kind: 'remove-finalizer' }
   /** Get a registration token, write it to the Secret, record its expiry in the status. */
   | { kind: 'ensure-token'; reason: 'new-pod' | 'refresh' }
@@ -109,7 +110,8 @@ export function planRunner(input: RunnerPlanInput): RunnerStep {
   if (runner.metadata.deletionTimestamp) {
     if (!finalizers.includes(FINALIZER_RUNNER)) return { kind: 'done' };
     // The pod's finalizer unregisters the runner (waiting for a busy one's job); the Runner need not.
-    if (pod && !pod.metadata.deletionTimestamp && !done.podDeleted) return { kind: 'delete-pod' };
+    if (pod && !pod.metadata.deletionTimestamp && !done.podDeleted)
+      return { kind: 'delete-pod', why: 'runner-deleted' };
     return { kind: 'remove-finalizer' };
   }
   if (!finalizers.includes(FINALIZER_RUNNER) && !done.finalizerAdded) return { kind: 'add-finalizer' };
@@ -138,6 +140,16 @@ export function planRunner(input: RunnerPlanInput): RunnerStep {
       status: { phase: current.phase ?? 'Created', ready: current.ready ?? false },
     };
   }
+  // A stopped runner (finished, or crashed) of a Runner of its own gets a fresh pod; a replica set's
+  // Runner is deleted and replaced by its replica set instead. The pod's finalizer unregisters it.
+  if (
+    !pod.metadata.deletionTimestamp &&
+    !done.podDeleted &&
+    !controlledByReplicaSet(runner) &&
+    runnerStopped(runnerPodFacts(pod))
+  ) {
+    return { kind: 'delete-pod', why: 'pod-stopped' };
+  }
   // The kubelet reads the token when the runner container starts: keep it valid until then.
   if (
     !pod.metadata.deletionTimestamp &&
@@ -152,4 +164,8 @@ export function planRunner(input: RunnerPlanInput): RunnerStep {
     return { kind: 'done', requeueAfterMs: expiresAt - TOKEN_REFRESH_BEFORE_EXPIRY_MS - now + 1_000 };
   }
   return { kind: 'done' };
+}
+
+function controlledByReplicaSet(runner: Runner): boolean {
+  return (runner.metadata.ownerReferences ?? []).some((o) => o.controller && o.kind === 'RunnerReplicaSet');
 }

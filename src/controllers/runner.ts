@@ -9,17 +9,25 @@ import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { addFinalizer, mergePatch, removeFinalizer, serverSideApply } from '../runtime/objects.ts';
 import { PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS } from '../runtime/resources.ts';
-import { defaultIndexers, type KubeObject, splitKey } from '../runtime/store.ts';
-import { runnerTokenSecret, TOKEN_SECRET_KEY, tokenSecretName } from '../webhooks/token-secret.ts';
-import { FINALIZER_RUNNER, rfc3339 } from './constants.ts';
+import { defaultIndexers, type KubeObject, objectKey, splitKey } from '../runtime/store.ts';
+import { WrittenObjects } from '../runtime/written.ts';
+import {
+  invalidTokenSecretName,
+  runnerTokenSecret,
+  TOKEN_SECRET_KEY,
+  tokenSecretName,
+} from '../webhooks/token-secret.ts';
+import { ANNOTATION_TOKEN_EXPIRES_AT, FINALIZER_RUNNER, RUNNER_CONTAINER, rfc3339 } from './constants.ts';
 import {
   planRunner,
   RUNNER_RETRY_DELAY_MS,
   type RunnerPlanInput,
   type RunnerStatusPatch,
   type RunnerStep,
+  TOKEN_REFRESH_BEFORE_EXPIRY_MS,
 } from './runner-plan.ts';
 import type { GitHubClientSource, PodObject } from './runner-pod.ts';
+import { type RunnerPodLike, runnerPodFinalizers } from './runner-pod-plan.ts';
 import {
   newRunnerPod,
   type RunnerPodDefaults,
@@ -34,6 +42,9 @@ import {
  */
 
 const MAX_STEPS = 12;
+const RELEASED_MEMORY_MS = 60_000;
+/** How long a created pod may take to reach the cache before the Runner is looked at afresh. */
+const CREATED_POD_WAIT_MS = 10_000;
 const KIND = 'Runner';
 
 export interface RunnerControllerOptions {
@@ -60,6 +71,19 @@ export class RunnerReconciler {
   private readonly clock: Clock;
   private readonly events: EventRecorder;
   private readonly opts: RunnerControllerOptions;
+  /** Runners as this controller last wrote them, until the cache has caught up. */
+  private readonly written = new WrittenObjects<Runner>();
+  /** Pods this controller created that the cache may not show yet, by Runner key. */
+  private readonly createdPods = new Map<string, { uid: string; at: number }>();
+  /** Runners whose finalizer this controller removed lately, by UID, with when. */
+  private readonly released = new Map<string, number>();
+  /** Replica sets' shared token Secrets as last written or read: `<namespace>/<secret>`. */
+  private readonly sharedTokens = new Map<string, { ownerUid: string; expiresAt: number }>();
+  /** Token writes under way, by Secret: concurrent reconciles of one replica set's Runners share one. */
+  private readonly tokenWrites = new Map<
+    string,
+    Promise<{ expiresAt: number; writer: string | undefined } | ReconcileResult>
+  >();
 
   constructor(opts: RunnerControllerOptions) {
     const m = opts.manager;
@@ -82,13 +106,23 @@ export class RunnerReconciler {
   }
 
   async reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
-    const runner = this.runners.store.get(key);
+    const runner = this.written.newest(key, this.runners.store.get(key));
     if (!runner) {
       const { namespace, name } = splitKey(key);
       this.opts.github.release(this.githubRef(namespace ?? 'default', name));
+      this.createdPods.delete(key);
       return undefined;
     }
     const cached = this.pods.store.getByName(runner.metadata.namespace, runner.metadata.name ?? '');
+    const created = this.createdPods.get(key);
+    if (created) {
+      const waited = this.clock.now() - created.at;
+      if (cached?.metadata.uid === created.uid || waited >= CREATED_POD_WAIT_MS) this.createdPods.delete(key);
+      else if (!cached) {
+        // Created a moment ago and not in the cache yet: its watch event brings the Runner back.
+        return { requeueAfterMs: CREATED_POD_WAIT_MS - waited };
+      }
+    }
     const ours = cached?.metadata.ownerReferences?.some((r) => r.controller && r.uid === runner.metadata.uid);
     const pass: Pass = { runner, pod: ours ? cached : undefined, done: {} };
     for (let i = 0; i < MAX_STEPS; i++) {
@@ -130,10 +164,17 @@ export class RunnerReconciler {
       case 'delete-pod':
         await this.deleteIgnoringNotFound(PODS, namespace, name, pass.pod?.metadata.uid);
         pass.done.podDeleted = true;
-        ctx.log.info('runner deleted: deleting its pod (its finalizer unregisters the runner)');
+        ctx.log.info(
+          step.why === 'runner-deleted'
+            ? 'runner deleted: deleting its pod (its finalizer unregisters the runner)'
+            : 'runner pod stopped: deleting it for a fresh one (its finalizer unregisters the runner)',
+        );
         return 'continue';
       case 'remove-finalizer':
+        // A cache that has not seen the removal yet would ask again and meet a 404 (the Runner is gone).
+        if (runner.metadata.uid && this.released.has(runner.metadata.uid)) return undefined;
         await removeFinalizer(this.http, RUNNERS, runner, FINALIZER_RUNNER);
+        this.remember(runner.metadata.uid);
         this.opts.github.release(this.githubRef(namespace, name));
         ctx.log.info('removed finalizer');
         return undefined;
@@ -154,6 +195,7 @@ export class RunnerReconciler {
             { status: { registration: { token: '' } } },
             { subresource: 'status' },
           );
+          this.written.remember(pass.runner);
         } catch (err) {
           if (isNotFound(err)) return undefined;
           throw err;
@@ -186,6 +228,7 @@ export class RunnerReconciler {
               subresource: 'status',
             },
           );
+          this.written.remember(pass.runner);
         } catch (err) {
           if (isNotFound(err)) return undefined;
           throw err;
@@ -202,7 +245,81 @@ export class RunnerReconciler {
   ): Promise<'continue' | ReconcileResult> {
     const runner = pass.runner;
     const namespace = runner.metadata.namespace ?? 'default';
-    const name = runner.metadata.name ?? '';
+    let holder = tokenHolder(runner, pass.pod);
+    if (holder.kind === 'RunnerReplicaSet') {
+      const shared = await this.sharedToken(namespace, holder);
+      if (shared === 'foreign') {
+        // A Secret of that name that is not this replica set's: never overwrite it.
+        holder = tokenHolder(runner, undefined, { shared: false });
+      } else if (shared && shared.expiresAt - this.clock.now() > TOKEN_REFRESH_BEFORE_EXPIRY_MS) {
+        this.recordToken(pass, holder, shared.expiresAt);
+        return 'continue';
+      }
+    }
+    const key = `${namespace}/${tokenSecretName(holder.name)}`;
+    let flight = this.tokenWrites.get(key);
+    if (!flight) {
+      flight = this.writeToken(runner, namespace, holder, ctx).finally(() => this.tokenWrites.delete(key));
+      this.tokenWrites.set(key, flight);
+    }
+    const written = await flight;
+    if (!('expiresAt' in written)) return written;
+    this.recordToken(pass, holder, written.expiresAt);
+    if (written.writer === runner.metadata.uid) {
+      this.event(runner, 'Normal', 'RegistrationTokenUpdated', 'Successfully update registration token');
+      if (reason === 'refresh') {
+        ctx.log.info(
+          { expiresAt: rfc3339(written.expiresAt) },
+          'refreshed the registration token of a pod that has not started yet',
+        );
+      }
+    }
+    return 'continue';
+  }
+
+  private recordToken(pass: Pass, holder: TokenHolder, expiresAt: number): void {
+    const recorded = pass.runner.status?.registration;
+    const recordExpiry = recorded?.expiresAt !== rfc3339(expiresAt) || Boolean(recorded?.token);
+    pass.done.token = { expiresAt, recordExpiry, secretName: tokenSecretName(holder.name) };
+  }
+
+  /**
+   * What the controller knows of a replica set's shared token Secret: from memory, else read once
+   * (after a restart). `'foreign'`: the Secret of that name is owned by something else.
+   */
+  private async sharedToken(
+    namespace: string,
+    holder: TokenHolder,
+  ): Promise<{ expiresAt: number } | 'foreign' | undefined> {
+    const key = `${namespace}/${tokenSecretName(holder.name)}`;
+    const known = this.sharedTokens.get(key);
+    if (known?.ownerUid === holder.uid) return known;
+    let secret: KubeObject | undefined;
+    try {
+      secret = await this.http.request<KubeObject>(
+        'GET',
+        resourcePath(SECRETS, namespace, tokenSecretName(holder.name)),
+      );
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      return undefined;
+    }
+    const ownerUid = secret.metadata.ownerReferences?.find((o) => o.controller)?.uid;
+    if (ownerUid !== holder.uid) return 'foreign';
+    const expiresAt = Date.parse(secret.metadata.annotations?.[ANNOTATION_TOKEN_EXPIRES_AT] ?? '');
+    if (Number.isNaN(expiresAt)) return undefined;
+    this.sharedTokens.set(key, { ownerUid, expiresAt });
+    return { expiresAt };
+  }
+
+  /** Gets a registration token and writes it into the holder's Secret. */
+  private async writeToken(
+    runner: Runner,
+    namespace: string,
+    holder: TokenHolder,
+    ctx: ReconcileContext,
+  ): Promise<{ expiresAt: number; writer: string | undefined } | ReconcileResult> {
+    const secretName = tokenSecretName(holder.name);
     let token: { token: string; expiresAt: number };
     try {
       const scope = resolveScope({
@@ -211,7 +328,7 @@ export class RunnerReconciler {
         repository: runner.spec.repository,
       });
       const client = await this.opts.github.clientFor({
-        ...this.githubRef(namespace, name),
+        ...this.githubRef(namespace, runner.metadata.name ?? ''),
         credentialsSecret: runner.spec.githubAPICredentialsFrom?.secretRef?.name,
       });
       token = await client.registrationToken(scope, { signal: ctx.signal });
@@ -223,21 +340,20 @@ export class RunnerReconciler {
         'FailedUpdateRegistrationToken',
         `Updating registration token failed: ${message}`,
       );
-      ctx.log.warn({ err: message, reason }, 'could not get a registration token');
+      ctx.log.warn({ err: message }, 'could not get a registration token');
       const resetAt = err instanceof GitHubApiError ? err.rateLimitResetAt : undefined;
       const untilReset = resetAt !== undefined ? resetAt - this.clock.now() : 0;
       return { requeueAfterMs: Math.max(RUNNER_RETRY_DELAY_MS, untilReset) };
     }
-    const expiresAt = rfc3339(token.expiresAt);
     try {
       await serverSideApply(
         this.http,
         SECRETS,
         runnerTokenSecret({
           namespace,
-          runner: { name, uid: runner.metadata.uid ?? '' },
+          owner: { kind: holder.kind, name: holder.name, uid: holder.uid },
           token: token.token,
-          expiresAt,
+          expiresAt: rfc3339(token.expiresAt),
         }),
       );
     } catch (err) {
@@ -246,18 +362,20 @@ export class RunnerReconciler {
         runner,
         'Warning',
         'FailedUpdateRegistrationToken',
-        `Writing the token Secret ${tokenSecretName(name)} failed: ${e.message}`,
+        `Writing the token Secret ${secretName} failed: ${e.message}`,
       );
       return { requeueAfterMs: RUNNER_RETRY_DELAY_MS };
     }
-    const recorded = runner.status?.registration;
-    const recordExpiry = recorded?.expiresAt !== expiresAt || Boolean(recorded?.token);
-    pass.done.token = { expiresAt: token.expiresAt, recordExpiry };
-    if (recordExpiry)
-      this.event(runner, 'Normal', 'RegistrationTokenUpdated', 'Successfully update registration token');
-    if (reason === 'refresh')
-      ctx.log.info({ expiresAt }, 'refreshed the registration token of a pod that has not started yet');
-    return 'continue';
+    if (holder.kind === 'RunnerReplicaSet') {
+      const now = this.clock.now();
+      // Expired entries are of no use to anyone (and their replica sets are likely gone).
+      for (const [k, v] of this.sharedTokens) if (v.expiresAt <= now) this.sharedTokens.delete(k);
+      this.sharedTokens.set(`${namespace}/${secretName}`, {
+        ownerUid: holder.uid,
+        expiresAt: token.expiresAt,
+      });
+    }
+    return { expiresAt: token.expiresAt, writer: runner.metadata.uid };
   }
 
   private async ensureRbac(runner: Runner, ctx: ReconcileContext): Promise<void> {
@@ -291,13 +409,20 @@ export class RunnerReconciler {
     let pod: ReturnType<typeof newRunnerPod>;
     try {
       pod = newRunnerPod(runner, this.opts.githubBaseUrl, this.opts.podDefaults, {
-        name: tokenSecretName(name),
+        name: pass.done.token?.secretName ?? tokenSecretName(name),
         key: TOKEN_SECRET_KEY,
       });
     } catch (err) {
       if (!(err instanceof RunnerPodError)) throw err;
       this.event(runner, 'Warning', 'InvalidRunnerSpec', `Cannot build the runner pod: ${err.message}`);
       return undefined; // a spec change requeues it
+    }
+    // The runner-pod controller's finalizers from the start: nothing can delete the pod behind
+    // GitHub's back, and that controller need not patch every new pod.
+    const finalizers = runnerPodFinalizers(pod as RunnerPodLike);
+    if (finalizers.length > 0) {
+      pod.metadata ??= {};
+      pod.metadata.finalizers = [...new Set([...(pod.metadata.finalizers ?? []), ...finalizers])];
     }
     try {
       pass.pod = await this.http.request<PodObject>('POST', resourcePath(PODS, runner.metadata.namespace), {
@@ -311,6 +436,9 @@ export class RunnerReconciler {
       throw err;
     }
     pass.done.podCreated = true;
+    if (pass.pod?.metadata.uid) {
+      this.createdPods.set(objectKey(runner), { uid: pass.pod.metadata.uid, at: this.clock.now() });
+    }
     this.event(runner, 'Normal', 'PodCreated', `Created pod '${name}'`);
     ctx.log.info('created runner pod');
     return 'continue';
@@ -333,6 +461,17 @@ export class RunnerReconciler {
     }
   }
 
+  private remember(uid: string | undefined): void {
+    if (!uid) return;
+    const now = this.clock.now();
+    // Long enough for any watch to catch up; pruned as it goes so the map stays small.
+    for (const [k, at] of this.released) {
+      if (now - at <= RELEASED_MEMORY_MS) break; // insertion order is time order
+      this.released.delete(k);
+    }
+    this.released.set(uid, now);
+  }
+
   /** The name the Runner holds its GitHub client under (released when the Runner goes). */
   private githubRef(namespace: string, name: string): { namespace: string; name: string } {
     return { namespace, name: `runner/${name}` };
@@ -347,4 +486,39 @@ export class RunnerReconciler {
       action: 'Reconcile',
     });
   }
+}
+
+interface TokenHolder {
+  kind: 'Runner' | 'RunnerReplicaSet';
+  name: string;
+  uid: string;
+}
+
+/**
+ * Whose token Secret a Runner's pod reads: its RunnerReplicaSet's, shared by all its Runners, or
+ * its own (a standalone Runner). A pod that exists already keeps the Secret it was created with.
+ */
+function tokenHolder(
+  runner: Runner,
+  pod: PodObject | undefined,
+  opts: { shared?: boolean } = {},
+): TokenHolder {
+  const own: TokenHolder = {
+    kind: 'Runner',
+    name: runner.metadata.name ?? '',
+    uid: runner.metadata.uid ?? '',
+  };
+  if (opts.shared === false) return own;
+  const rs = runner.metadata.ownerReferences?.find(
+    (o) => o.controller && o.kind === 'RunnerReplicaSet' && o.apiVersion === API_VERSION,
+  );
+  if (!rs || invalidTokenSecretName(rs.name)) return own;
+  const shared: TokenHolder = { kind: 'RunnerReplicaSet', name: rs.name, uid: rs.uid };
+  if (!pod) return shared;
+  const env = (pod.spec?.containers?.find((c) => c.name === RUNNER_CONTAINER)?.env ?? []) as {
+    name: string;
+    valueFrom?: { secretKeyRef?: { name?: string } };
+  }[];
+  const ref = env.find((e) => e.name === 'RUNNER_TOKEN')?.valueFrom?.secretKeyRef?.name;
+  return ref === tokenSecretName(own.name) ? own : shared;
 }

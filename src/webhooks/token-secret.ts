@@ -66,20 +66,22 @@ export function tokenSecret(input: TokenSecretInput): KubeObject {
 }
 
 /**
- * The token Secret of a Runner (same naming as a StatefulSet's): the Runner controller writes it
- * and points its pod's RUNNER_TOKEN at it, so the token is never in the pod spec or a response.
+ * A registration token Secret the Runner controller writes and points runner pods' RUNNER_TOKEN at,
+ * so the token is never in a pod spec or a response. `owner` is the Runner itself, or the
+ * RunnerReplicaSet whose Runners all share it (a registration token belongs to the scope, not to a
+ * runner). Named like a StatefulSet's: `<owner>-runner-token`.
  */
 export function runnerTokenSecret(input: {
   namespace: string;
-  runner: { name: string; uid: string };
+  owner: { kind: 'Runner' | 'RunnerReplicaSet'; name: string; uid: string };
   token: string;
   expiresAt: string;
 }): KubeObject {
   const secret = credentialSecret({
     namespace: input.namespace,
-    name: tokenSecretName(input.runner.name),
+    name: tokenSecretName(input.owner.name),
     labels: {},
-    owner: { apiVersion: 'actions.summerwind.dev/v1alpha1', kind: 'Runner', ...input.runner },
+    owner: { apiVersion: 'actions.summerwind.dev/v1alpha1', ...input.owner },
     credential: { kind: 'registrationToken', token: input.token },
   });
   secret.metadata.annotations = { [ANNOTATION_TOKEN_EXPIRES_AT]: input.expiresAt };
