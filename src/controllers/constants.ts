@@ -43,3 +43,6 @@ export const ENV_RUNNER_TOKEN = 'RUNNER_TOKEN';
 export function rfc3339(ms: number): string {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
+
+/** Owners' status figures (replicas, ready) are written at most this often per object. */
+export const STATUS_WRITE_INTERVAL_MS = 1000;

@@ -13,7 +13,9 @@ import { type Informer, resourcePath } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { controllerReference, mergePatch } from '../runtime/objects.ts';
+import { WritePacer } from '../runtime/pacer.ts';
 import { CONTROLLER_UID_INDEX, defaultIndexers, splitKey } from '../runtime/store.ts';
+import { STATUS_WRITE_INTERVAL_MS } from './constants.ts';
 import { OwnerSyncMemory } from './owner-memory.ts';
 import {
   type DeploymentAction,
@@ -60,6 +62,8 @@ export class RunnerDeploymentReconciler {
   private readonly opts: RunnerDeploymentControllerOptions;
   private readonly specReplicas: Gauge<'runnerdeployment' | 'namespace'>;
   private readonly memory: OwnerSyncMemory;
+  /** Status figures change with every runner that comes and goes: written at most once a second. */
+  private readonly statusPacer: WritePacer;
 
   constructor(opts: RunnerDeploymentControllerOptions) {
     const m = opts.manager;
@@ -68,6 +72,7 @@ export class RunnerDeploymentReconciler {
     this.events = m.events;
     this.specReplicas = specReplicasGauge(m.metrics.registry);
     this.memory = new OwnerSyncMemory(m.clock);
+    this.statusPacer = new WritePacer(m.clock, STATUS_WRITE_INTERVAL_MS);
     const ns = opts.namespace ? { namespace: opts.namespace } : {};
     this.deployments = m.informer<RunnerDeployment>(RUNNER_DEPLOYMENTS, ns);
     this.sets = m.informer<RunnerReplicaSet>(RUNNER_REPLICA_SETS, { ...ns, indexers: defaultIndexers });
@@ -87,6 +92,7 @@ export class RunnerDeploymentReconciler {
       const { namespace, name } = splitKey(key);
       this.specReplicas.remove({ runnerdeployment: name, namespace: namespace ?? '' });
       this.memory.forget(key);
+      this.statusPacer.forget(key);
       return undefined; // its sets, Runners and pods go by garbage collection, each pod unregistering first
     }
     const namespace = rd.metadata.namespace ?? 'default';
@@ -105,9 +111,16 @@ export class RunnerDeploymentReconciler {
     const plan = planRunnerDeployment({ rd, sets, commonRunnerLabels: this.opts.commonRunnerLabels ?? [] });
     if (plan.note) ctx.log.debug({ note: plan.note }, 'runner deployment');
     for (const action of plan.actions) await this.perform(action, rd, key, ctx);
+    let requeueAfterMs = plan.requeueAfterMs;
     if (plan.status) {
       const old = (rd.status ?? {}) as Record<string, unknown>;
-      if (Object.entries(plan.status).some(([k, v]) => old[k] !== v)) {
+      const wait = this.statusPacer.waitMs(key);
+      if (!Object.entries(plan.status).some(([k, v]) => old[k] !== v)) {
+        // Up to date.
+      } else if (wait > 0) {
+        requeueAfterMs = Math.min(requeueAfterMs ?? wait, wait);
+      } else {
+        this.statusPacer.wrote(key);
         await mergePatch(
           this.http,
           RUNNER_DEPLOYMENTS,
@@ -119,7 +132,7 @@ export class RunnerDeploymentReconciler {
         });
       }
     }
-    return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : undefined;
+    return requeueAfterMs !== undefined ? { requeueAfterMs } : undefined;
   }
 
   private async perform(

@@ -7,12 +7,14 @@ import {
 } from '../api/index.ts';
 import { type GitHubClient, resolveScope } from '../github/index.ts';
 import type { Clock } from '../runtime/clock.ts';
+import { forEachConcurrently } from '../runtime/concurrency.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import { type Informer, resourcePath } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { controllerReference, mergePatch } from '../runtime/objects.ts';
+import { WritePacer } from '../runtime/pacer.ts';
 import { PODS } from '../runtime/resources.ts';
 import { CONTROLLER_UID_INDEX, defaultIndexers, type KubeObject, splitKey } from '../runtime/store.ts';
 import {
@@ -20,6 +22,7 @@ import {
   ANNOTATION_UNREGISTRATION_REQUEST,
   FINALIZER_RUNNER,
   rfc3339,
+  STATUS_WRITE_INTERVAL_MS,
 } from './constants.ts';
 import { OwnerSyncMemory, podStateOf, requestUnregistration } from './owner-memory.ts';
 import {
@@ -42,7 +45,9 @@ import { computeHash } from './runner-pod-spec.ts';
 
 const KIND = 'RunnerReplicaSet';
 /** Runners created at once; more would only queue up in the API server's priority levels. */
-const CREATE_CONCURRENCY = 8;
+const CREATE_CONCURRENCY = 16;
+/** Deletions and unregistration requests of one round in flight at once. */
+const ACTION_CONCURRENCY = 16;
 
 export interface RunnerReplicaSetControllerOptions {
   manager: Manager;
@@ -70,6 +75,8 @@ export class RunnerReplicaSetReconciler {
   private readonly opts: RunnerReplicaSetControllerOptions;
   /** Created Runners and written requests the caches may not show yet, per set. */
   private readonly memory: OwnerSyncMemory;
+  /** Status figures change with every runner that comes and goes: written at most once a second. */
+  private readonly statusPacer: WritePacer;
 
   constructor(opts: RunnerReplicaSetControllerOptions) {
     const m = opts.manager;
@@ -77,6 +84,7 @@ export class RunnerReplicaSetReconciler {
     this.http = m.http;
     this.clock = m.clock;
     this.memory = new OwnerSyncMemory(m.clock);
+    this.statusPacer = new WritePacer(m.clock, STATUS_WRITE_INTERVAL_MS);
     const ns = opts.namespace ? { namespace: opts.namespace } : {};
     this.sets = m.informer<RunnerReplicaSet>(RUNNER_REPLICA_SETS, ns);
     this.runners = m.informer<Runner>(RUNNERS, { ...ns, indexers: defaultIndexers });
@@ -105,6 +113,7 @@ export class RunnerReplicaSetReconciler {
       // Being deleted: its Runners go with it (garbage collection); their pods' finalizers
       // unregister each runner before the pod goes.
       this.memory.forget(key);
+      this.statusPacer.forget(key);
       const { namespace, name } = splitKey(key);
       this.opts.github.release(this.githubRef(namespace ?? 'default', name));
       return undefined;
@@ -176,7 +185,10 @@ export class RunnerReplicaSetReconciler {
       now,
     });
     if (plan.note) ctx.log.debug({ note: plan.note }, 'owner sync');
-    for (const action of plan.actions) await this.perform(action, rrs, hash, key, ctx);
+    // Independent writes: one at a time, a round with fifty finished runners would take seconds.
+    await forEachConcurrently(plan.actions, ACTION_CONCURRENCY, (action) =>
+      this.perform(action, rrs, hash, key, ctx),
+    );
 
     if (plan.statusUnknown) return undefined;
     // Status from the Runners of the current template (ARC: pods, and running pods).
@@ -190,6 +202,9 @@ export class RunnerReplicaSetReconciler {
     };
     const old = rrs.status ?? {};
     if (Object.entries(status).some(([k, v]) => (old as Record<string, unknown>)[k] !== v)) {
+      const wait = this.statusPacer.waitMs(key);
+      if (wait > 0) return { requeueAfterMs: wait };
+      this.statusPacer.wrote(key);
       await mergePatch(this.http, RUNNER_REPLICA_SETS, rrs, { status }, { subresource: 'status' }).catch(
         (err) => {
           if (!isNotFound(err)) throw err;

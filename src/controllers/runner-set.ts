@@ -2,6 +2,7 @@ import type { V1StatefulSetSpec } from '@kubernetes/client-node';
 import { RUNNER_SETS, type RunnerSet } from '../api/index.ts';
 import { type GitHubClient, resolveScope } from '../github/index.ts';
 import type { Clock } from '../runtime/clock.ts';
+import { forEachConcurrently } from '../runtime/concurrency.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isNotFound, toKubeError } from '../runtime/errors.ts';
 import type { EventRecorder } from '../runtime/events.ts';
@@ -38,6 +39,8 @@ import {
 
 export const LABEL_RUNNER_STATEFULSET_NAME = 'runner-statefulset-name';
 /** ARC stops reconciling a RunnerSet with more StatefulSets than this. */
+/** Deletions and unregistration requests of one round in flight at once. */
+const ACTION_CONCURRENCY = 16;
 const MAX_STATEFULSETS = 1000;
 
 interface StatefulSet extends KubeObject {
@@ -155,7 +158,10 @@ export class RunnerSetReconciler {
       now,
     });
     if (plan.note) ctx.log.debug({ note: plan.note }, 'owner sync');
-    for (const action of plan.actions) await this.perform(action, rs, desired, namespace, key, ctx);
+    // Independent writes: one at a time, a round with fifty finished runners would take seconds.
+    await forEachConcurrently(plan.actions, ACTION_CONCURRENCY, (action) =>
+      this.perform(action, rs, desired, namespace, key, ctx),
+    );
 
     if (plan.statusUnknown) return undefined;
     // Status from the StatefulSets of the current template.
