@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FakeClock, flushMicrotasks } from './clock.ts';
-import { Controller, type ReconcileResult, resultAction, TerminalError } from './controller.ts';
+import { Controller, type ReconcileResult, resultAction, resyncOffset, TerminalError } from './controller.ts';
 import { Informer } from './informer.ts';
 import type { KubeHttp } from './kube-http.ts';
 import { silentLogger } from './log.ts';
@@ -217,5 +217,23 @@ describe('Controller', () => {
     });
     await flushMicrotasks();
     assert.equal(started, true);
+  });
+});
+
+describe('resync spread', () => {
+  test('each key has a stable offset in [0, 1), and a thousand keys spread over the whole range', () => {
+    const keys = Array.from({ length: 1000 }, (_, i) => `sandbox/runner-${i}`);
+    const offsets = keys.map(resyncOffset);
+    assert.deepEqual(keys.map(resyncOffset), offsets, 'stable');
+    assert.ok(offsets.every((o) => o >= 0 && o < 1));
+    // Ten equal slices each get a share near a tenth: no burst at one moment.
+    const slices = Array.from(
+      { length: 10 },
+      (_, i) => offsets.filter((o) => Math.floor(o * 10) === i).length,
+    );
+    assert.ok(
+      slices.every((n) => n > 60 && n < 140),
+      `slices ${slices}`,
+    );
   });
 });

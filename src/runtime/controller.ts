@@ -71,6 +71,8 @@ export interface ControllerOptions {
   metrics?: RuntimeMetrics;
   concurrency?: number;
   rateLimiter?: RateLimiter;
+  /** A key is reconciled at most once per this interval (see WorkQueue); 0: no limit. */
+  minIntervalMs?: number;
 }
 
 export class Controller {
@@ -95,6 +97,7 @@ export class Controller {
       clock: opts.clock,
       ...(opts.rateLimiter ? { rateLimiter: opts.rateLimiter } : {}),
       ...(metrics ? { metrics } : {}),
+      ...(opts.minIntervalMs ? { minIntervalMs: opts.minIntervalMs } : {}),
     });
   }
 
@@ -116,7 +119,12 @@ export class Controller {
   private scheduleResync(): void {
     if (this.resyncMs <= 0) return;
     this.resyncTimer = this.opts.clock.setTimer(this.resyncMs, () => {
-      for (const inf of this.primaries) for (const key of inf.store.keys()) this.queue.add(key);
+      // Spread over a quarter of the period, each key at the same offset every time: a thousand keys
+      // queued at once would hold up the changes that arrive meanwhile by seconds.
+      const spreadMs = this.resyncMs / 4;
+      for (const inf of this.primaries) {
+        for (const key of inf.store.keys()) this.queue.addAfter(key, resyncOffset(key) * spreadMs);
+      }
       this.scheduleResync();
     });
   }
@@ -269,4 +277,20 @@ export class Controller {
         return;
     }
   }
+}
+
+/** A key's stable place in [0, 1) (FNV-1a, then mixed), so resyncs of one key stay a period apart. */
+export function resyncOffset(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  // Murmur3's finaliser: keys that differ in a digit land far apart.
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b) >>> 0;
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35) >>> 0;
+  h ^= h >>> 16;
+  return (h >>> 0) / 0x100000000;
 }

@@ -48,6 +48,20 @@ export const predicates = {
     JSON.stringify(o.metadata.labels ?? {}) !== JSON.stringify(n.metadata.labels ?? {}),
   annotationsChanged: (o: KubeObject, n: KubeObject) =>
     JSON.stringify(o.metadata.annotations ?? {}) !== JSON.stringify(n.metadata.annotations ?? {}),
+  /**
+   * Anything but the status changed: the spec (generation), labels, annotations, finalizers, owners
+   * or the deletion. A controller that writes an object's status itself need not wake up for it.
+   */
+  specOrMetadataChanged: (o: KubeObject, n: KubeObject) => {
+    const a = o.metadata;
+    const b = n.metadata;
+    return (
+      a.generation !== b.generation ||
+      a.deletionTimestamp !== b.deletionTimestamp ||
+      JSON.stringify([a.labels, a.annotations, a.finalizers, a.ownerReferences]) !==
+        JSON.stringify([b.labels, b.annotations, b.finalizers, b.ownerReferences])
+    );
+  },
   or:
     <T extends KubeObject>(...ps: UpdatePredicate<T>[]): UpdatePredicate<T> =>
     (o, n) =>

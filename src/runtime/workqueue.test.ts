@@ -163,3 +163,42 @@ describe('WorkQueue', () => {
     assert.equal(await q.get(), undefined);
   });
 });
+
+describe('WorkQueue with a minimum interval per key', () => {
+  test('events during the cool-down merge into one pass at its end; other keys are not held back', async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock, minIntervalMs: 100 });
+    q.add('a');
+    assert.equal((await q.get())?.key, 'a');
+    q.done('a');
+    for (let i = 0; i < 5; i++) q.add('a');
+    q.add('b');
+    assert.equal(q.length, 1, 'only b is ready');
+    assert.equal((await q.get())?.key, 'b');
+    q.done('b');
+    await clock.advance(99);
+    assert.equal(q.length, 0, 'a still cooling down');
+    await clock.advance(1);
+    assert.equal(q.length, 1, 'one pass of a for all five events');
+    assert.equal((await q.get())?.key, 'a');
+    q.done('a');
+    await clock.advance(100);
+    q.add('a');
+    assert.equal(q.length, 1, 'after the interval, at once');
+  });
+
+  test('a key re-added while it is processed waits out the interval from when it finished', async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock, minIntervalMs: 100 });
+    q.add('a');
+    await q.get();
+    q.add('a');
+    await clock.advance(30);
+    q.done('a');
+    assert.equal(q.length, 0);
+    await clock.advance(99);
+    assert.equal(q.length, 0);
+    await clock.advance(1);
+    assert.equal(q.length, 1);
+  });
+});

@@ -123,10 +123,35 @@ export class WorkQueue {
   private drainWaiters: (() => void)[] = [];
   private shuttingDown = false;
 
-  constructor(opts: { clock: Clock; rateLimiter?: RateLimiter; metrics?: QueueMetrics }) {
+  private readonly minIntervalMs: number;
+  /** When each key was last finished, while it is cooling down (only with `minIntervalMs`). */
+  private readonly lastDone = new Map<string, number>();
+
+  /**
+   * `minIntervalMs`: a key finished less than this ago waits out the rest before it is processed
+   * again. Events that come meanwhile are merged into that one later pass: for a key whose every
+   * pass looks at a thousand objects, and whose events come by the hundred a second.
+   */
+  constructor(opts: {
+    clock: Clock;
+    rateLimiter?: RateLimiter;
+    metrics?: QueueMetrics;
+    minIntervalMs?: number;
+  }) {
     this.clock = opts.clock;
     this.limiter = opts.rateLimiter ?? defaultControllerRateLimiter(opts.clock);
     this.metrics = opts.metrics;
+    this.minIntervalMs = opts.minIntervalMs ?? 0;
+  }
+
+  private cooldownMs(key: string): number {
+    if (this.minIntervalMs <= 0) return 0;
+    const at = this.lastDone.get(key);
+    if (at === undefined) return 0;
+    const wait = at + this.minIntervalMs - this.clock.now();
+    if (wait > 0) return wait;
+    this.lastDone.delete(key);
+    return 0;
   }
 
   get length(): number {
@@ -145,6 +170,13 @@ export class WorkQueue {
   add(key: string): void {
     if (this.shuttingDown) return;
     if (this.dirty.has(key)) return;
+    if (!this.processing.has(key)) {
+      const wait = this.cooldownMs(key);
+      if (wait > 0) {
+        this.addAfter(key, wait);
+        return;
+      }
+    }
     this.metrics?.added();
     this.dirty.add(key);
     if (this.processing.has(key)) return;
@@ -188,9 +220,23 @@ export class WorkQueue {
     const started = this.processing.get(key);
     if (started === undefined) return;
     this.processing.delete(key);
-    this.metrics?.worked((this.clock.now() - started) / 1000);
-    if (this.dirty.has(key) && !this.shuttingDown) this.push(key);
-    else if (this.dirty.has(key)) this.dirty.delete(key);
+    const now = this.clock.now();
+    this.metrics?.worked((now - started) / 1000);
+    if (this.minIntervalMs > 0) {
+      this.lastDone.set(key, now);
+      if (this.lastDone.size > 1024) {
+        for (const [k, at] of this.lastDone) if (at + this.minIntervalMs <= now) this.lastDone.delete(k);
+      }
+    }
+    if (this.dirty.has(key) && !this.shuttingDown) {
+      const wait = this.cooldownMs(key);
+      if (wait > 0) {
+        this.dirty.delete(key);
+        this.addAfter(key, wait);
+      } else {
+        this.push(key);
+      }
+    } else if (this.dirty.has(key)) this.dirty.delete(key);
     if (this.processing.size === 0) {
       for (const w of this.drainWaiters) w();
       this.drainWaiters = [];
