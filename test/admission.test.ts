@@ -403,6 +403,22 @@ describe('admission webhooks of Runner, RunnerReplicaSet and RunnerDeployment', 
       return true;
     });
 
+    // An UPDATE that leaves the spec alone is not sent either: labels, annotations and finalizers
+    // can be changed while paddock is down…
+    await http.request('PATCH', path('runners', 'plain'), {
+      body: { metadata: { labels: { team: 'ci' }, annotations: { note: 'while paddock is down' } } },
+      contentType: 'application/merge-patch+json',
+    });
+    assert.equal((await get('runners', 'plain')).metadata.labels?.team, 'ci');
+    // …while a spec change still needs the webhooks.
+    await assert.rejects(
+      http.request('PATCH', path('runners', 'plain'), {
+        body: { spec: { labels: ['changed'] } },
+        contentType: 'application/merge-patch+json',
+      }),
+      (err: unknown) => err instanceof KubeError && /failed calling webhook/.test(err.message),
+    );
+
     // DELETE is not sent to the webhooks. (A Runner keeps its finalizer until a paddock runs
     // again: the deletion is accepted, the object waits.)
     for (const [plural, name] of [
@@ -422,23 +438,20 @@ describe('admission webhooks of Runner, RunnerReplicaSet and RunnerDeployment', 
       });
     }
 
-    await deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name);
     // No paddock to remove the Runner finalizers any more: the test does, so the namespace can go.
+    // With the configurations still in place: removing a finalizer is not a spec change.
     const runners = await http.request<{ items: { metadata: { name: string; finalizers?: string[] } }[] }>(
       'GET',
       `/apis/actions.summerwind.dev/v1alpha1/namespaces/${ns.name}/runners`,
     );
     for (const r of runners.items) {
       if (!r.metadata.finalizers?.length) continue;
-      await eventually(`the finalizer of runners/${r.metadata.name} removed`, () =>
-        http
-          .request('PATCH', path('runners', r.metadata.name), {
-            body: { metadata: { finalizers: null } },
-            contentType: 'application/merge-patch+json',
-          })
-          .then(() => true),
-      );
+      await http.request('PATCH', path('runners', r.metadata.name), {
+        body: { metadata: { finalizers: null } },
+        contentType: 'application/merge-patch+json',
+      });
     }
+    await deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name);
     for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
       await assert.rejects(
         http.request(

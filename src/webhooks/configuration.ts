@@ -149,6 +149,10 @@ function clientConfigFor(endpoint: WebhookEndpoint, path: string, caBundle: stri
   return { service: { namespace, name, path, port: port ?? 443 }, caBundle: base64 };
 }
 
+/** CEL: a CREATE, or an UPDATE whose spec differs (guarded: a CEL error would fail the request). */
+export const SPEC_CREATED_OR_CHANGED =
+  "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec";
+
 /**
  * The MutatingWebhookConfiguration (ARC's no-op defaulters) and ValidatingWebhookConfiguration of
  * Runners, RunnerReplicaSets and RunnerDeployments, one webhook per kind as ARC's Helm chart has them.
@@ -181,6 +185,10 @@ export function runnerResourceWebhookConfigurations(options: RunnerResourceWebho
     // it runs; whoever uninstalls paddock deletes these configurations first (as with ARC).
     failurePolicy: 'Fail',
     matchPolicy: 'Equivalent',
+    // Defaulting and validation are about the spec: an UPDATE that leaves it alone (a finalizer
+    // removed, an annotation, a label) is not sent. That is most of paddock's own writes, each of
+    // which would cost two webhook calls, and it lets finalizers go while paddock is down.
+    matchConditions: [{ name: 'spec-created-or-changed', expression: SPEC_CREATED_OR_CHANGED }],
     // The handlers only read the request.
     sideEffects: 'None',
     timeoutSeconds: options.timeoutSeconds ?? 10,
