@@ -46,3 +46,6 @@ export function rfc3339(ms: number): string {
 
 /** Owners' status figures (replicas, ready) are written at most this often per object. */
 export const STATUS_WRITE_INTERVAL_MS = 1000;
+
+/** An owner (RunnerReplicaSet, RunnerSet) is synced at most this often; changes meanwhile are merged. */
+export const OWNER_ROUND_INTERVAL_MS = 100;

@@ -7,6 +7,7 @@ import { mergePatch } from '../runtime/objects.ts';
 import { PODS } from '../runtime/resources.ts';
 import type { KubeObject, Store } from '../runtime/store.ts';
 import { ANNOTATION_UNREGISTRATION_REQUEST, rfc3339 } from './constants.ts';
+import { type RunnerPodFacts, runnerPodFacts } from './graceful-stop.ts';
 import { classifyPod, type OwnerAction, type PodState } from './owner-sync.ts';
 import type { PodObject } from './runner-pod.ts';
 
@@ -111,6 +112,13 @@ export class OwnerSyncMemory {
 }
 
 /** A runner pod as owner synchronisation sees it. */
+/**
+ * A cached pod's facts, computed once per version: an owner round looks at every pod of its owner
+ * (a thousand at a time) many times a second. Informer caches replace an object on every change and
+ * never modify one in place, so the object itself is the version.
+ */
+const factsOfCachedPod = new WeakMap<object, RunnerPodFacts>();
+
 export function podStateOf(
   pod: PodObject,
   opts: {
@@ -121,9 +129,14 @@ export function podStateOf(
   },
 ): PodState {
   const runner = opts.snapshot?.byName(pod.metadata.name ?? '');
+  let facts = factsOfCachedPod.get(pod);
+  if (!facts) {
+    facts = runnerPodFacts(pod);
+    factsOfCachedPod.set(pod, facts);
+  }
   return {
     name: pod.metadata.name ?? '',
-    bucket: classifyPod(pod, opts.now, opts.registrationTimeoutMs),
+    bucket: classifyPod(pod, opts.now, opts.registrationTimeoutMs, facts),
     annotations: pod.metadata.annotations ?? {},
     deleting: Boolean(pod.metadata.deletionTimestamp),
     busy: runner ? runner.busy : undefined,

@@ -3,7 +3,7 @@ import {
   ANNOTATION_UNREGISTRATION_COMPLETE,
   ANNOTATION_UNREGISTRATION_REQUEST,
 } from './constants.ts';
-import { type PodLike, runnerPodFacts, runnerStopped } from './graceful-stop.ts';
+import { type PodLike, type RunnerPodFacts, runnerPodFacts, runnerStopped } from './graceful-stop.ts';
 
 /**
  * Scaling runner owners (StatefulSets of a RunnerSet, each with one pod) as a pure plan: which
@@ -38,8 +38,8 @@ export function classifyPod(
   pod: PodLike & { metadata: { deletionTimestamp?: string } },
   now: number,
   registrationTimeoutMs: number,
+  f: RunnerPodFacts = runnerPodFacts(pod),
 ): PodBucket {
-  const f = runnerPodFacts(pod);
   if (runnerStopped(f)) return 'completed';
   if (f.phase === 'Running') {
     const registered = Boolean(f.annotations[ANNOTATION_RUNNER_ID]);

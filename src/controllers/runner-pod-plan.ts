@@ -141,7 +141,14 @@ export type RunnerPodStep =
   /** The scope's runner list: any cached one, or one whose listing started at or after `notBefore`. */
   | { kind: 'need-listing'; notBefore?: number }
   /** Merge these annotations into the pod (null removes), then plan again. */
-  | { kind: 'annotate'; annotations: Record<string, string | null>; event?: EventSpec; log?: string }
+  | {
+      kind: 'annotate';
+      annotations: Record<string, string | null>;
+      event?: EventSpec;
+      log?: string;
+      /** Nothing waits on this write: the reconciler may spread a burst of them over time. */
+      paced?: boolean;
+    }
   | { kind: 'remove-runner'; runnerId: number }
   /** Delete the pod (UID precondition) so its owner replaces it. */
   | { kind: 'delete-pod'; event: EventSpec; log: string }
@@ -500,6 +507,9 @@ function planRegistration(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerP
       return {
         kind: 'annotate',
         annotations: { [ANNOTATION_RUNNER_ID]: String(found.id) },
+        // A first record waits on nothing (a stop looks the runner up by name meanwhile); a
+        // correction goes at once.
+        ...(previous ? {} : { paced: true }),
         ...(previous
           ? {
               event: warning(
@@ -518,6 +528,8 @@ function planRegistration(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerP
     // A runner takes a few seconds to configure itself: within its first interval, not being listed
     // is the normal case and worth neither a write nor an Event (at a thousand runners, two requests
     // per pod that a saturated API server feels).
+    // Looked up again an interval later (sooner would cost list calls); the reconciler spreads the
+    // ID records of runners that registered together.
     if (
       f.annotations[ANNOTATION_LAST_REGISTRATION_CHECK] === undefined &&
       now - f.runnerStartedAt < rs.intervalMs

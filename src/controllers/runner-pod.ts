@@ -9,6 +9,7 @@ import { type Informer, type ResourceRef, resourcePath } from '../runtime/inform
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { addFinalizer, mergePatch, removeFinalizer } from '../runtime/objects.ts';
+import { TurnPacer } from '../runtime/pacer.ts';
 import { PODS, SECRETS } from '../runtime/resources.ts';
 import { defaultIndexers, type KubeObject, objectKey } from '../runtime/store.ts';
 import { WrittenObjects } from '../runtime/written.ts';
@@ -34,6 +35,10 @@ import {
   runnerPodIdentity,
   type WaitMark,
 } from './runner-pod-plan.ts';
+
+/** Paced writes (first runner-ID records): a thousand spread over 40 s, none waits more than 30 s. */
+const PACED_WRITES_PER_SECOND = 25;
+const PACED_WRITE_MAX_WAIT_MS = 30_000;
 
 export { DEFAULT_RUNNER_POD_SETTINGS, type RunnerPodSettings } from './runner-pod-plan.ts';
 export { PODS };
@@ -112,6 +117,7 @@ export class RunnerPodReconciler {
     this.events = m.events;
     this.github = opts.github;
     this.settings = { ...DEFAULT_RUNNER_POD_SETTINGS, ...opts.settings };
+    this.pacedWrites = new TurnPacer(m.clock, PACED_WRITES_PER_SECOND, PACED_WRITE_MAX_WAIT_MS);
     this.random = opts.random ?? Math.random;
     // Shorter than the busy retry delay, so a static runner is still asked again on schedule.
     this.recentRemovals = new RecentRemovals(Math.min(10_000, this.settings.unregistrationRetryDelayMs / 2));
@@ -146,6 +152,11 @@ export class RunnerPodReconciler {
     this.interest.stop();
   }
 
+  /**
+   * Runner IDs found in one listing come by the hundred (a thousand runners registered since the
+   * last one): their records are written at this pace rather than all at once.
+   */
+  private readonly pacedWrites: TurnPacer;
   /** Pods as this controller last wrote them, until the cache has caught up. */
   private readonly written = new WrittenObjects<PodObject>();
 
@@ -153,6 +164,7 @@ export class RunnerPodReconciler {
     // The pod as this controller last wrote it when the cache is behind: a reconcile woken by some
     // other change must not repeat a finalizer removal the cache has not seen yet.
     const cached = this.written.newest(key, this.informer.store.get(key));
+    if (!cached) this.pacedWrites.forget(key);
     if (!cached || !isRunnerPod(cached)) return undefined;
     const identity = runnerPodIdentity(cached);
     const pass: Pass = {
@@ -274,6 +286,10 @@ export class RunnerPodReconciler {
         return 'continue';
 
       case 'annotate':
+        if (step.paced) {
+          const wait = this.pacedWrites.waitMs(objectKey(pod));
+          if (wait > 0) return { requeueAfterMs: wait };
+        }
         if (step.event) this.event(pod, step.event, ctx);
         if (step.log) ctx.log.info(step.log);
         pass.pod = await this.patchAnnotations(pod, step.annotations);

@@ -10,7 +10,7 @@ import type { Clock } from '../runtime/clock.ts';
 import { forEachConcurrently } from '../runtime/concurrency.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isNotFound } from '../runtime/errors.ts';
-import { type Informer, resourcePath } from '../runtime/informer.ts';
+import { type Informer, predicates, resourcePath } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { controllerReference, mergePatch } from '../runtime/objects.ts';
@@ -21,6 +21,7 @@ import {
   ANNOTATION_UNREGISTRATION_COMPLETE,
   ANNOTATION_UNREGISTRATION_REQUEST,
   FINALIZER_RUNNER,
+  OWNER_ROUND_INTERVAL_MS,
   rfc3339,
   STATUS_WRITE_INTERVAL_MS,
 } from './constants.ts';
@@ -92,11 +93,14 @@ export class RunnerReplicaSetReconciler {
     this.controller = m
       .controller({
         name: 'runnerreplicaset-controller',
+        // A round looks at every runner of the owner; events come by the hundred a second at scale.
+        minIntervalMs: OWNER_ROUND_INTERVAL_MS,
         concurrency: opts.concurrency ?? 2,
         reconcile: (req, ctx) => this.reconcile(req.key, ctx),
       })
       .watchFor(this.sets)
-      .watchOwned(this.runners, KIND)
+      // Runner status is the Runner controller's record; owner sync reads metadata and pods.
+      .watchOwned(this.runners, KIND, [predicates.specOrMetadataChanged])
       .watchMapped(this.pods, (pod) => {
         // pod → its Runner → that Runner's replica set
         const ref = pod.metadata.ownerReferences?.find((r) => r.controller && r.kind === 'Runner');
@@ -192,8 +196,9 @@ export class RunnerReplicaSetReconciler {
 
     if (plan.statusUnknown) return undefined;
     // Status from the Runners of the current template (ARC: pods, and running pods).
-    const current = owned.filter((r) => plan.current.includes(r.metadata.name ?? ''));
-    const states = owners.filter((o) => plan.current.includes(o.name));
+    const currentNames = new Set(plan.current);
+    const current = owned.filter((r) => currentNames.has(r.metadata.name ?? ''));
+    const states = owners.filter((o) => currentNames.has(o.name));
     const running = states.reduce((n, o) => n + o.pods.filter((p) => p.bucket === 'running').length, 0);
     const status = {
       replicas: current.reduce((n, r) => n + (podOf(r) ? 1 : 0), 0),

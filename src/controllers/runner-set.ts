@@ -12,7 +12,12 @@ import type { Manager } from '../runtime/manager.ts';
 import { controllerReference, mergePatch } from '../runtime/objects.ts';
 import { PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS } from '../runtime/resources.ts';
 import { CONTROLLER_UID_INDEX, defaultIndexers, type KubeObject, splitKey } from '../runtime/store.ts';
-import { ANNOTATION_CREDS_SECRET, LABEL_RUNNERSET_NAME, rfc3339 } from './constants.ts';
+import {
+  ANNOTATION_CREDS_SECRET,
+  LABEL_RUNNERSET_NAME,
+  OWNER_ROUND_INTERVAL_MS,
+  rfc3339,
+} from './constants.ts';
 import { OwnerSyncMemory, podStateOf, requestUnregistration } from './owner-memory.ts';
 import {
   ANNOTATION_SYNC_TIME,
@@ -85,6 +90,8 @@ export class RunnerSetReconciler {
     this.controller = m
       .controller({
         name: 'runnerset-controller',
+        // A round looks at every runner of the owner; events come by the hundred a second at scale.
+        minIntervalMs: OWNER_ROUND_INTERVAL_MS,
         concurrency: opts.concurrency ?? 2,
         reconcile: (req, ctx) => this.reconcile(req.key, ctx),
       })
@@ -165,7 +172,8 @@ export class RunnerSetReconciler {
 
     if (plan.statusUnknown) return undefined;
     // Status from the StatefulSets of the current template.
-    const current = owned.filter((s) => plan.current.includes(s.metadata.name ?? ''));
+    const currentNames = new Set(plan.current);
+    const current = owned.filter((s) => currentNames.has(s.metadata.name ?? ''));
     const total = (f: (s: StatefulSet) => number | undefined) => current.reduce((n, s) => n + (f(s) ?? 0), 0);
     const status = {
       replicas: total((s) => s.status?.replicas),

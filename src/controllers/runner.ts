@@ -4,7 +4,7 @@ import type { Clock } from '../runtime/clock.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isAlreadyExists, isNotFound, toKubeError } from '../runtime/errors.ts';
 import type { EventRecorder } from '../runtime/events.ts';
-import { type Informer, type ResourceRef, resourcePath } from '../runtime/informer.ts';
+import { type Informer, predicates, type ResourceRef, resourcePath } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { addFinalizer, mergePatch, removeFinalizer, serverSideApply } from '../runtime/objects.ts';
@@ -101,8 +101,10 @@ export class RunnerReconciler {
         concurrency: opts.concurrency ?? 16,
         reconcile: (req, ctx) => this.reconcile(req.key, ctx),
       })
-      .watchFor(this.runners)
-      .watchOwned(this.pods, KIND);
+      // Its own status writes and pod changes it does not act on (annotations, finalizers) would
+      // wake it a dozen times per runner: at a thousand runners, a queue seconds long.
+      .watchFor(this.runners, [predicates.specOrMetadataChanged])
+      .watchOwned(this.pods, KIND, [runnerPodChanged]);
   }
 
   async reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
@@ -521,4 +523,22 @@ function tokenHolder(
   }[];
   const ref = env.find((e) => e.name === 'RUNNER_TOKEN')?.valueFrom?.secretKeyRef?.name;
   return ref === tokenSecretName(own.name) ? own : shared;
+}
+
+/** What of a pod the Runner controller acts on: phase, readiness, reason, the runner container's state, deletion. */
+function podAsRunnerSeesIt(pod: PodObject): string {
+  const status = pod.status as (PodObject['status'] & { reason?: string; message?: string }) | undefined;
+  return JSON.stringify([
+    status?.phase,
+    status?.conditions?.find((c) => c.type === 'Ready')?.status,
+    status?.reason,
+    status?.message,
+    status?.containerStatuses?.find((c) => c.name === RUNNER_CONTAINER)?.state,
+    pod.metadata.deletionTimestamp,
+    pod.metadata.ownerReferences,
+  ]);
+}
+
+export function runnerPodChanged(oldPod: PodObject, newPod: PodObject): boolean {
+  return podAsRunnerSeesIt(oldPod) !== podAsRunnerSeesIt(newPod);
 }
