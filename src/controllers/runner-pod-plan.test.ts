@@ -257,14 +257,15 @@ describe('registration check', () => {
     assert.equal(r.final.mark !== 'clear' && r.final.mark?.reason, 'registration-pending');
   });
 
-  test('within its first interval, a runner not listed yet is neither annotated nor reported', () => {
+  test('within its first interval, a runner is not looked up, annotated or reported', () => {
     const r = drive(pod({ startedAt: NOW - 5_000 }), { list: () => listing([]) });
     assert.equal(r.final.kind, 'settle');
     if (r.final.kind !== 'settle') return;
     assert.equal(r.final.annotations, undefined);
     assert.equal(r.final.mark, undefined);
-    // Looked up again an interval later, as any recheck (sooner would cost list calls).
-    assert.ok((r.final.requeueAfterMs ?? 0) >= S.registrationRecheckIntervalMs);
+    // Not even looked up: the first check comes an interval after the container started.
+    assert.deepEqual(r.lists, []);
+    assert.equal(r.final.requeueAfterMs, S.registrationRecheckIntervalMs - 5_000);
     assert.deepEqual(r.events, []);
   });
 

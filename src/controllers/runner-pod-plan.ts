@@ -492,6 +492,17 @@ function planRegistration(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerP
   if (start.kind === 'requeue') return { kind: 'settle', requeueAfterMs: start.requeueAfterMs };
   // Nothing to check while the runner container has not started (node, volume, image).
   if (f.runnerStartedAt === undefined) return { kind: 'settle', requeueAfterMs: rs.intervalMs };
+  // A runner takes some seconds to register: within its first interval it is not looked up at all
+  // (no list call, no write, no Event); the first check comes an interval after the container
+  // started. At a thousand runners, looking up every new pod on each of its changes cost list calls
+  // and a write per pod. (The reconciler spreads the ID records of runners checked together.)
+  if (
+    f.annotations[ANNOTATION_LAST_REGISTRATION_CHECK] === undefined &&
+    !learned.listing &&
+    now - f.runnerStartedAt < rs.intervalMs
+  ) {
+    return { kind: 'settle', requeueAfterMs: f.runnerStartedAt + rs.intervalMs - now };
+  }
 
   const need = ensureListing(input, f, undefined, (message) =>
     githubUnavailable(input, f, message, undefined),
@@ -528,14 +539,6 @@ function planRegistration(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerP
     // A runner takes a few seconds to configure itself: within its first interval, not being listed
     // is the normal case and worth neither a write nor an Event (at a thousand runners, two requests
     // per pod that a saturated API server feels).
-    // Looked up again an interval later (sooner would cost list calls); the reconciler spreads the
-    // ID records of runners that registered together.
-    if (
-      f.annotations[ANNOTATION_LAST_REGISTRATION_CHECK] === undefined &&
-      now - f.runnerStartedAt < rs.intervalMs
-    ) {
-      return { kind: 'settle', requeueAfterMs: result.requeueAfterMs };
-    }
     const what = result.lookup === 'notFound' ? 'not registered with GitHub yet' : 'registered but offline';
     return {
       kind: 'settle',
