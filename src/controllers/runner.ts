@@ -1,5 +1,11 @@
-import { API_VERSION, RUNNERS, type Runner } from '../api/index.ts';
-import { GitHubApiError, resolveScope } from '../github/index.ts';
+import {
+  API_VERSION,
+  RUNNER_REPLICA_SETS,
+  RUNNERS,
+  type Runner,
+  type RunnerReplicaSet,
+} from '../api/index.ts';
+import { GitHubApiError, resolveScope, scopeKey } from '../github/index.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isAlreadyExists, isNotFound, toKubeError } from '../runtime/errors.ts';
@@ -67,6 +73,7 @@ export class RunnerReconciler {
   readonly controller: Controller;
   readonly runners: Informer<Runner>;
   private readonly pods: Informer<PodObject>;
+  private readonly sets: Informer<RunnerReplicaSet>;
   private readonly http: KubeHttp;
   private readonly clock: Clock;
   private readonly events: EventRecorder;
@@ -93,6 +100,8 @@ export class RunnerReconciler {
     this.events = m.events;
     const ns = opts.namespace ? { namespace: opts.namespace } : {};
     this.runners = m.informer<Runner>(RUNNERS, ns);
+    // Shared with the RunnerReplicaSet controller (one cache): whose scope a shared token is for.
+    this.sets = m.informer<RunnerReplicaSet>(RUNNER_REPLICA_SETS, ns);
     this.pods = m.informer<PodObject>(PODS, { ...ns, indexers: defaultIndexers });
     this.controller = m
       .controller({
@@ -247,12 +256,19 @@ export class RunnerReconciler {
   ): Promise<'continue' | ReconcileResult> {
     const runner = pass.runner;
     const namespace = runner.metadata.namespace ?? 'default';
-    let holder = tokenHolder(runner, pass.pod);
+    const setName = runner.metadata.ownerReferences?.find(
+      (o) => o.controller && o.kind === 'RunnerReplicaSet',
+    )?.name;
+    let holder = tokenHolder(
+      runner,
+      pass.pod,
+      setName ? this.sets.store.getByName(namespace, setName) : undefined,
+    );
     if (holder.kind === 'RunnerReplicaSet') {
       const shared = await this.sharedToken(namespace, holder);
       if (shared === 'foreign') {
         // A Secret of that name that is not this replica set's: never overwrite it.
-        holder = tokenHolder(runner, undefined, { shared: false });
+        holder = tokenHolder(runner, undefined, undefined);
       } else if (shared && shared.expiresAt - this.clock.now() > TOKEN_REFRESH_BEFORE_EXPIRY_MS) {
         this.recordToken(pass, holder, shared.expiresAt);
         return 'continue';
@@ -490,31 +506,35 @@ export class RunnerReconciler {
   }
 }
 
-interface TokenHolder {
+export interface TokenHolder {
   kind: 'Runner' | 'RunnerReplicaSet';
   name: string;
   uid: string;
 }
 
 /**
- * Whose token Secret a Runner's pod reads: its RunnerReplicaSet's, shared by all its Runners, or
- * its own (a standalone Runner). A pod that exists already keeps the Secret it was created with.
+ * Whose token Secret a Runner's pod reads: its RunnerReplicaSet's, shared by all its Runners, or its
+ * own. Owner references are user-writable, so a Runner shares its set's token only when `set` (from
+ * the cache) is that very set and its template names the same scope; a Runner of its own, a claim
+ * that does not hold, or a pod created earlier with the Runner's own Secret: the Runner's own.
  */
-function tokenHolder(
+export function tokenHolder(
   runner: Runner,
   pod: PodObject | undefined,
-  opts: { shared?: boolean } = {},
+  set: RunnerReplicaSet | undefined,
 ): TokenHolder {
   const own: TokenHolder = {
     kind: 'Runner',
     name: runner.metadata.name ?? '',
     uid: runner.metadata.uid ?? '',
   };
-  if (opts.shared === false) return own;
   const rs = runner.metadata.ownerReferences?.find(
     (o) => o.controller && o.kind === 'RunnerReplicaSet' && o.apiVersion === API_VERSION,
   );
   if (!rs || invalidTokenSecretName(rs.name)) return own;
+  if (!set || set.metadata.uid !== rs.uid || set.metadata.name !== rs.name) return own;
+  const scope = scopeOf(set.spec.template.spec ?? {});
+  if (scope === undefined || scope !== scopeOf(runner.spec)) return own;
   const shared: TokenHolder = { kind: 'RunnerReplicaSet', name: rs.name, uid: rs.uid };
   if (!pod) return shared;
   const env = (pod.spec?.containers?.find((c) => c.name === RUNNER_CONTAINER)?.env ?? []) as {
@@ -523,6 +543,25 @@ function tokenHolder(
   }[];
   const ref = env.find((e) => e.name === 'RUNNER_TOKEN')?.valueFrom?.secretKeyRef?.name;
   return ref === tokenSecretName(own.name) ? own : shared;
+}
+
+/** The GitHub scope a spec names, as a key; undefined when it names none or several. */
+function scopeOf(spec: {
+  enterprise?: string;
+  organization?: string;
+  repository?: string;
+}): string | undefined {
+  try {
+    return scopeKey(
+      resolveScope({
+        enterprise: spec.enterprise,
+        organization: spec.organization,
+        repository: spec.repository,
+      }),
+    );
+  } catch {
+    return undefined;
+  }
 }
 
 /** What of a pod the Runner controller acts on: phase, readiness, reason, the runner container's state, deletion. */
