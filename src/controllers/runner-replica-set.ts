@@ -5,7 +5,7 @@ import {
   type Runner,
   type RunnerReplicaSet,
 } from '../api/index.ts';
-import { type GitHubClient, resolveScope } from '../github/index.ts';
+import { type GitHubClient, scopeIfValid } from '../github/index.ts';
 import type { Clock } from '../runtime/clock.ts';
 import { forEachConcurrently } from '../runtime/concurrency.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
@@ -290,19 +290,8 @@ export class RunnerReplicaSetReconciler {
   }
 
   private snapshot(rrs: RunnerReplicaSet, client: GitHubClient | undefined) {
-    if (!client) return undefined;
-    const spec = rrs.spec.template.spec ?? {};
-    try {
-      return client.registry.peek(
-        resolveScope({
-          enterprise: spec.enterprise,
-          organization: spec.organization,
-          repository: spec.repository,
-        }),
-      );
-    } catch {
-      return undefined;
-    }
+    const scope = scopeIfValid(rrs.spec.template.spec ?? {});
+    return client && scope ? client.registry.peek(scope) : undefined;
   }
 
   private async githubFor(rrs: RunnerReplicaSet): Promise<GitHubClient> {

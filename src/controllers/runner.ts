@@ -5,7 +5,7 @@ import {
   type Runner,
   type RunnerReplicaSet,
 } from '../api/index.ts';
-import { GitHubApiError, resolveScope, scopeKey } from '../github/index.ts';
+import { GitHubApiError, resolveScope, scopeIfValid, scopeKey } from '../github/index.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isAlreadyExists, isNotFound, toKubeError } from '../runtime/errors.ts';
@@ -340,11 +340,7 @@ export class RunnerReconciler {
     const secretName = tokenSecretName(holder.name);
     let token: { token: string; expiresAt: number };
     try {
-      const scope = resolveScope({
-        enterprise: runner.spec.enterprise,
-        organization: runner.spec.organization,
-        repository: runner.spec.repository,
-      });
+      const scope = resolveScope(runner.spec);
       const client = await this.opts.github.clientFor({
         ...this.githubRef(namespace, runner.metadata.name ?? ''),
         credentialsSecret: runner.spec.githubAPICredentialsFrom?.secretRef?.name,
@@ -545,23 +541,10 @@ export function tokenHolder(
   return ref === tokenSecretName(own.name) ? own : shared;
 }
 
-/** The GitHub scope a spec names, as a key; undefined when it names none or several. */
-function scopeOf(spec: {
-  enterprise?: string;
-  organization?: string;
-  repository?: string;
-}): string | undefined {
-  try {
-    return scopeKey(
-      resolveScope({
-        enterprise: spec.enterprise,
-        organization: spec.organization,
-        repository: spec.repository,
-      }),
-    );
-  } catch {
-    return undefined;
-  }
+/** The GitHub scope a spec names, as a key; undefined when it names none or a malformed one. */
+function scopeOf(spec: Runner['spec']): string | undefined {
+  const scope = scopeIfValid(spec);
+  return scope && scopeKey(scope);
 }
 
 /** What of a pod the Runner controller acts on: phase, readiness, reason, the runner container's state, deletion. */

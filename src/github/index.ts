@@ -54,7 +54,14 @@ export type {
 } from './registry.ts';
 export { diffRunners, RunnerRegistry, RunnerSnapshot } from './registry.ts';
 export type { GitHubEndpointOptions, GitHubEndpoints, GitHubScope, ScopeFields } from './scope.ts';
-export { resolveEndpoints, resolveScope, scopeKey, scopeRouteParams, scopeRoutePrefix } from './scope.ts';
+export {
+  resolveEndpoints,
+  resolveScope,
+  scopeIfValid,
+  scopeKey,
+  scopeRouteParams,
+  scopeRoutePrefix,
+} from './scope.ts';
 export type { GitHubRequestOptions, GitHubResponse, GitHubTransportOptions } from './transport.ts';
 export {
   API_VERSION,

@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { GitHubConfigError } from './errors.ts';
-import { resolveEndpoints, resolveScope, scopeKey, scopeRouteParams, scopeRoutePrefix } from './scope.ts';
+import {
+  resolveEndpoints,
+  resolveScope,
+  scopeIfValid,
+  scopeKey,
+  scopeRouteParams,
+  scopeRoutePrefix,
+} from './scope.ts';
 
 describe('scope resolution', () => {
   test('repository wins over organization over enterprise', () => {
@@ -103,4 +110,10 @@ describe('endpoints', () => {
     assert.throws(() => resolveEndpoints({ githubUrl: 'ghes.example.com' }), GitHubConfigError);
     assert.throws(() => resolveEndpoints({ githubUrl: 'ftp://ghes.example.com' }), /http\(s\)/);
   });
+});
+
+test('scopeIfValid: the scope, or undefined for none or a malformed repository', () => {
+  assert.deepEqual(scopeIfValid({ organization: 'acme' }), { kind: 'organization', org: 'acme' });
+  assert.equal(scopeIfValid({}), undefined);
+  assert.equal(scopeIfValid({ repository: 'no-slash' }), undefined);
 });

@@ -36,6 +36,15 @@ export function resolveScope(fields: ScopeFields): GitHubScope {
   throw new GitHubConfigError('enterprise, organization and repository are all empty');
 }
 
+/** The scope the fields name, or undefined when they name none or a malformed one. */
+export function scopeIfValid(fields: ScopeFields): GitHubScope | undefined {
+  try {
+    return resolveScope(fields);
+  } catch {
+    return undefined;
+  }
+}
+
 /** A stable, readable key such as `orgs/acme` (also the `scope` metric label). */
 export function scopeKey(scope: GitHubScope): string {
   switch (scope.kind) {
