@@ -8,7 +8,7 @@ import {
   deleteRunnerPodWebhookConfiguration,
   deleteRunnerResourceWebhookConfigurations,
   runnerPodWebhookConfiguration,
-  runnerResourceWebhookConfigurations,
+  runnerResourceWebhookConfiguration,
 } from './configuration.ts';
 
 const CA = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
@@ -105,28 +105,17 @@ describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations',
   ] as const;
   const webhooks = (obj: Record<string, unknown>) => obj.webhooks as Webhook[];
 
-  test('a mutating and a validating configuration, one webhook per kind at ARC’s names and paths', () => {
-    const { mutating, validating } = runnerResourceWebhookConfigurations({
+  test('a validating configuration, one webhook per kind at ARC’s names and paths; no mutating one', () => {
+    const validating = runnerResourceWebhookConfiguration({
       endpoint: { baseUrl: 'https://127.0.0.1:9443/' },
       caBundle: CA,
     });
-    assert.equal(mutating.apiVersion, 'admissionregistration.k8s.io/v1');
-    assert.equal(mutating.kind, 'MutatingWebhookConfiguration');
     assert.equal(validating.apiVersion, 'admissionregistration.k8s.io/v1');
     assert.equal(validating.kind, 'ValidatingWebhookConfiguration');
-    for (const obj of [mutating, validating]) {
-      assert.deepEqual(obj.metadata, {
-        name: 'paddock-runner-resources',
-        labels: { 'app.kubernetes.io/managed-by': 'paddock' },
-      });
-    }
-    assert.deepEqual(
-      webhooks(mutating).map((w) => [w.name, w.clientConfig.url]),
-      KINDS.map(([singular]) => [
-        `mutate.${singular}.actions.summerwind.dev`,
-        `https://127.0.0.1:9443/mutate-actions-summerwind-dev-v1alpha1-${singular}`,
-      ]),
-    );
+    assert.deepEqual(validating.metadata, {
+      name: 'paddock-runner-resources',
+      labels: { 'app.kubernetes.io/managed-by': 'paddock' },
+    });
     assert.deepEqual(
       webhooks(validating).map((w) => [w.name, w.clientConfig.url]),
       KINDS.map(([singular]) => [
@@ -135,50 +124,42 @@ describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations',
       ]),
     );
     for (const [i, [, resource]] of KINDS.entries()) {
-      for (const w of [webhooks(mutating)[i]!, webhooks(validating)[i]!]) {
-        assert.deepEqual(w.rules, [
-          {
-            operations: ['CREATE', 'UPDATE'],
-            apiGroups: ['actions.summerwind.dev'],
-            apiVersions: ['v1alpha1'],
-            resources: [resource],
-            scope: 'Namespaced',
-          },
-        ]);
-        assert.equal(w.clientConfig.caBundle, Buffer.from(CA).toString('base64'));
-        assert.equal(w.failurePolicy, 'Fail');
-        assert.equal(w.sideEffects, 'None');
-        assert.deepEqual(w.admissionReviewVersions, ['v1']);
-        assert.equal(w.matchPolicy, 'Equivalent');
-        assert.equal(w.timeoutSeconds, 10);
-        assert.equal(w.namespaceSelector, undefined);
-        assert.equal(w.objectSelector, undefined);
-        assert.ok(!(w.rules as { operations: string[] }[])[0]!.operations.includes('DELETE'));
-      }
-      assert.equal(webhooks(mutating)[i]!.reinvocationPolicy, 'Never');
-      assert.equal(
-        webhooks(validating)[i]!.reinvocationPolicy,
-        undefined,
-        'not a field of validating webhooks',
-      );
+      const w = webhooks(validating)[i]!;
+      assert.deepEqual(w.rules, [
+        {
+          operations: ['CREATE', 'UPDATE'],
+          apiGroups: ['actions.summerwind.dev'],
+          apiVersions: ['v1alpha1'],
+          resources: [resource],
+          scope: 'Namespaced',
+        },
+      ]);
+      assert.equal(w.clientConfig.caBundle, Buffer.from(CA).toString('base64'));
+      assert.equal(w.failurePolicy, 'Fail');
+      assert.equal(w.sideEffects, 'None');
+      assert.deepEqual(w.admissionReviewVersions, ['v1']);
+      assert.equal(w.matchPolicy, 'Equivalent');
+      assert.equal(w.timeoutSeconds, 10);
+      assert.equal(w.namespaceSelector, undefined);
+      assert.equal(w.objectSelector, undefined);
+      assert.ok(!(w.rules as { operations: string[] }[])[0]!.operations.includes('DELETE'));
+      assert.equal(w.reinvocationPolicy, undefined, 'not a field of validating webhooks');
     }
   });
 
   test('in-cluster service, a watched namespace, a name per namespace', () => {
-    const { mutating, validating } = runnerResourceWebhookConfigurations({
+    const validating = runnerResourceWebhookConfiguration({
       name: 'paddock-runner-resources-team-a',
       endpoint: { service: { namespace: 'paddock-system', name: 'paddock-webhook' } },
       caBundle: CA,
       namespace: 'team-a',
       timeoutSeconds: 5,
     });
-    for (const obj of [mutating, validating]) {
-      assert.equal((obj.metadata as { name: string }).name, 'paddock-runner-resources-team-a');
-      for (const w of webhooks(obj)) {
-        assert.deepEqual(w.namespaceSelector, { matchLabels: { 'kubernetes.io/metadata.name': 'team-a' } });
-        assert.equal(w.timeoutSeconds, 5);
-        assert.equal(w.clientConfig.url, undefined);
-      }
+    assert.equal((validating.metadata as { name: string }).name, 'paddock-runner-resources-team-a');
+    for (const w of webhooks(validating)) {
+      assert.deepEqual(w.namespaceSelector, { matchLabels: { 'kubernetes.io/metadata.name': 'team-a' } });
+      assert.equal(w.timeoutSeconds, 5);
+      assert.equal(w.clientConfig.url, undefined);
     }
     assert.deepEqual(
       webhooks(validating).map((w) => w.clientConfig.service),
@@ -189,13 +170,9 @@ describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations',
         port: 443,
       })),
     );
-    assert.deepEqual(
-      webhooks(mutating).map((w) => (w.clientConfig.service as { path: string }).path),
-      KINDS.map(([singular]) => `/mutate-actions-summerwind-dev-v1alpha1-${singular}`),
-    );
   });
 
-  test('both applied with server-side apply and deleted together; absent ones are fine', async () => {
+  test('applied with server-side apply, an earlier version’s mutating one removed; deleted; absent ones are fine', async () => {
     const calls: { method: string; path: string; opts: Record<string, unknown> }[] = [];
     const http = {
       async request(method: string, path: string, opts: Record<string, unknown> = {}) {
@@ -215,13 +192,13 @@ describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations',
       [
         [
           'PATCH',
-          '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-resources-ns1',
-          'MutatingWebhookConfiguration',
-        ],
-        [
-          'PATCH',
           '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/paddock-runner-resources-ns1',
           'ValidatingWebhookConfiguration',
+        ],
+        [
+          'DELETE',
+          '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-resources-ns1',
+          undefined,
         ],
         [
           'DELETE',
@@ -235,7 +212,7 @@ describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations',
         ],
       ],
     );
-    for (const c of calls.slice(0, 2)) {
+    for (const c of calls.slice(0, 1)) {
       assert.equal(c.opts.contentType, 'application/apply-patch+yaml');
       assert.deepEqual(c.opts.query, { fieldManager: 'paddock', force: true });
     }

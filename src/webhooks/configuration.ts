@@ -7,8 +7,10 @@ import { LABEL_INJECT_REGISTRATION_TOKEN, MUTATE_RUNNER_POD_PATH } from './runne
 /**
  * The webhook configurations paddock writes itself at start-up (server-side apply), with its own CA
  * as the caBundle: the MutatingWebhookConfiguration that sends runner pods to paddock as they are
- * created, and the pair (mutating and validating) for Runners, RunnerReplicaSets and
- * RunnerDeployments.
+ * created, and the ValidatingWebhookConfiguration of Runners, RunnerReplicaSets and
+ * RunnerDeployments. ARC's defaulters of those kinds change nothing, so paddock serves their paths
+ * (for an ARC chart's configuration that still points at them) but does not register them: each
+ * would cost the API server a call per Runner created, on the way of every replacement.
  */
 
 export const DEFAULT_WEBHOOK_CONFIGURATION_NAME = 'paddock-runner-pod-token';
@@ -129,7 +131,7 @@ export type WebhookEndpoint =
   | { service: { namespace: string; name: string; port?: number | undefined } };
 
 export interface RunnerResourceWebhookOptions {
-  /** Name of both objects, the mutating and the validating one (default `paddock-runner-resources`). */
+  /** Name of the validating configuration (default `paddock-runner-resources`). */
   name?: string | undefined;
   endpoint: WebhookEndpoint;
   /** PEM of the CA that signed the serving certificate. */
@@ -154,13 +156,12 @@ export const SPEC_CREATED_OR_CHANGED =
   "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec";
 
 /**
- * The MutatingWebhookConfiguration (ARC's no-op defaulters) and ValidatingWebhookConfiguration of
- * Runners, RunnerReplicaSets and RunnerDeployments, one webhook per kind as ARC's Helm chart has them.
+ * The ValidatingWebhookConfiguration of Runners, RunnerReplicaSets and RunnerDeployments, one
+ * webhook per kind at the names and paths of ARC's Helm chart.
  */
-export function runnerResourceWebhookConfigurations(options: RunnerResourceWebhookOptions): {
-  mutating: Record<string, unknown>;
-  validating: Record<string, unknown>;
-} {
+export function runnerResourceWebhookConfiguration(
+  options: RunnerResourceWebhookOptions,
+): Record<string, unknown> {
   const metadata = {
     name: options.name ?? DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
     labels: { 'app.kubernetes.io/managed-by': 'paddock', ...options.labels },
@@ -187,66 +188,56 @@ export function runnerResourceWebhookConfigurations(options: RunnerResourceWebho
     matchPolicy: 'Equivalent',
     // Defaulting and validation are about the spec: an UPDATE that leaves it alone (a finalizer
     // removed, an annotation, a label) is not sent. That is most of paddock's own writes, each of
-    // which would cost two webhook calls, and it lets finalizers go while paddock is down.
+    // which would cost a webhook call, and it lets finalizers go while paddock is down.
     matchConditions: [{ name: 'spec-created-or-changed', expression: SPEC_CREATED_OR_CHANGED }],
     // The handlers only read the request.
     sideEffects: 'None',
     timeoutSeconds: options.timeoutSeconds ?? 10,
   });
   return {
-    mutating: {
-      apiVersion: 'admissionregistration.k8s.io/v1',
-      kind: 'MutatingWebhookConfiguration',
-      metadata,
-      webhooks: RUNNER_RESOURCE_WEBHOOKS.map((w) => ({
-        name: w.mutateName,
-        clientConfig: clientConfigFor(options.endpoint, w.mutatePath, options.caBundle),
-        ...common(w.resource),
-        reinvocationPolicy: 'Never',
-      })),
-    },
-    validating: {
-      apiVersion: 'admissionregistration.k8s.io/v1',
-      kind: 'ValidatingWebhookConfiguration',
-      metadata,
-      webhooks: RUNNER_RESOURCE_WEBHOOKS.map((w) => ({
-        name: w.validateName,
-        clientConfig: clientConfigFor(options.endpoint, w.validatePath, options.caBundle),
-        ...common(w.resource),
-      })),
-    },
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'ValidatingWebhookConfiguration',
+    metadata,
+    webhooks: RUNNER_RESOURCE_WEBHOOKS.map((w) => ({
+      name: w.validateName,
+      clientConfig: clientConfigFor(options.endpoint, w.validatePath, options.caBundle),
+      ...common(w.resource),
+    })),
   };
 }
 
-/** Creates or updates both configurations (server-side apply, forcing our fields). */
+/**
+ * Creates or updates the configuration (server-side apply, forcing our fields), and removes the
+ * mutating one of the same name that earlier versions of paddock registered.
+ */
 export async function applyRunnerResourceWebhookConfigurations(
   http: KubeHttp,
   options: RunnerResourceWebhookOptions,
 ): Promise<void> {
-  const { mutating, validating } = runnerResourceWebhookConfigurations(options);
-  const name = encodeURIComponent((mutating.metadata as { name: string }).name);
-  const apply = (base: string, body: Record<string, unknown>) =>
-    http.request('PATCH', `${base}/${name}`, {
-      body,
-      contentType: PATCH_CONTENT_TYPES.apply,
-      query: { fieldManager: FIELD_MANAGER, force: true },
-    });
-  await Promise.all([apply(BASE, mutating), apply(VALIDATING_BASE, validating)]);
+  const validating = runnerResourceWebhookConfiguration(options);
+  const name = encodeURIComponent((validating.metadata as { name: string }).name);
+  await http.request('PATCH', `${VALIDATING_BASE}/${name}`, {
+    body: validating,
+    contentType: PATCH_CONTENT_TYPES.apply,
+    query: { fieldManager: FIELD_MANAGER, force: true },
+  });
+  await deleteIgnoringNotFound(http, `${BASE}/${name}`);
 }
 
-/** Deletes both configurations; absent is fine. */
+async function deleteIgnoringNotFound(http: KubeHttp, path: string): Promise<void> {
+  try {
+    await http.request('DELETE', path);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+}
+
+/** Deletes the configuration (and a mutating one an earlier version left); absent is fine. */
 export async function deleteRunnerResourceWebhookConfigurations(
   http: KubeHttp,
   name = DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
 ): Promise<void> {
-  const remove = async (base: string) => {
-    try {
-      await http.request('DELETE', `${base}/${encodeURIComponent(name)}`);
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
-  };
   // The validating one first: it is the one that turns requests away.
-  await remove(VALIDATING_BASE);
-  await remove(BASE);
+  await deleteIgnoringNotFound(http, `${VALIDATING_BASE}/${encodeURIComponent(name)}`);
+  await deleteIgnoringNotFound(http, `${BASE}/${encodeURIComponent(name)}`);
 }

@@ -28,7 +28,7 @@ export {
   deleteRunnerResourceWebhookConfigurations,
   RUNNER_POD_WEBHOOK_NAME,
   runnerPodWebhookConfiguration,
-  runnerResourceWebhookConfigurations,
+  runnerResourceWebhookConfiguration,
 } from './configuration.ts';
 export type { JitCollisionVerdict } from './jit-collision.ts';
 export { recordedRunnerFor, staleRunnerVerdict } from './jit-collision.ts';
