@@ -21,7 +21,7 @@ const sandbox = new Sandbox({
   simulate: true,
   chaos: { podKillsPerMinute: 0, github5xxRate: 0, rateLimitPerHour: undefined, nodeLossAfterMs: undefined },
   log: () => {},
-  paddockArgs: ['--log-level', 'warn'],
+  paddockArgs: ['--log-level', 'warn', ...(process.env.DIAG_ARGS ? process.env.DIAG_ARGS.split(' ') : [])],
 });
 async function scrape(): Promise<Map<string, number>> {
   const user = { token: sandbox.plane!.kubeConfig.getCurrentUser()?.token ?? '' };

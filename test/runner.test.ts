@@ -145,8 +145,9 @@ describe('Runner', () => {
     ]) {
       assert.ok(reasons.includes(r), `event ${r} (have ${reasons.join(', ')})`);
     }
-    // With the hook, paddock writes the phase once; the runner's hook owns it from then on.
-    assert.ok(runner.status?.phase, 'a phase');
+    // With the hook, paddock writes the phase once (when the pod state has settled); the runner's
+    // hook owns it from then on.
+    await eventually('a phase', async () => (await get<Runner>(RUNNERS, 'solo'))?.status?.phase, 20_000);
   });
 
   test('its pod deleted directly: the runner is unregistered first, the Runner stays and gets a new pod', async () => {

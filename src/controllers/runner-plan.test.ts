@@ -6,6 +6,7 @@ import {
   type RunnerPlanInput,
   recordedTokenExpiry,
   runnerStatusFromPod,
+  STATUS_SETTLE_MS,
   TOKEN_REFRESH_BEFORE_EXPIRY_MS,
 } from './runner-plan.ts';
 
@@ -21,6 +22,22 @@ function runner(o: Partial<Runner['metadata']> = {}, status?: Runner['status']):
 }
 
 type Pod = NonNullable<RunnerPlanInput['pod']>;
+const rfc = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
+const ofSet = (r: Runner): Runner => ({
+  ...r,
+  metadata: {
+    ...r.metadata,
+    ownerReferences: [
+      {
+        apiVersion: 'actions.summerwind.dev/v1alpha1',
+        kind: 'RunnerReplicaSet',
+        name: 'rs',
+        uid: 'rs1',
+        controller: true,
+      },
+    ],
+  },
+});
 const pending: Pod = { metadata: { name: 'r1' }, status: { phase: 'Pending' } };
 const running: Pod = {
   metadata: { name: 'r1' },
@@ -48,19 +65,72 @@ describe('planRunner', () => {
 
   test('a new Runner: token into its Secret, RBAC objects, then the pod', () => {
     assert.deepEqual(plan({}), { kind: 'ensure-token', reason: 'new-pod' });
-    const token = { expiresAt: NOW + HOUR, recordExpiry: true };
+    const token = { expiresAt: NOW + HOUR };
     assert.deepEqual(plan({ done: { token } }), { kind: 'ensure-rbac' });
     assert.deepEqual(plan({ done: { token, rbac: true } }), { kind: 'create-pod' });
     assert.equal(plan({ done: { token, rbac: true, podCreated: true } }).kind, 'done');
   });
 
-  test('the created pod leads to one status write that records the token expiry', () => {
-    const token = { expiresAt: NOW + HOUR, recordExpiry: true };
+  test('a pod state that has held long enough leads to one status write that records the token expiry', () => {
+    const token = { expiresAt: NOW + HOUR };
     const step = plan({ pod: pending, done: { token, rbac: true, podCreated: true } });
     assert.deepEqual(step, {
       kind: 'patch-status',
       status: { phase: 'Pending', ready: false, reason: null, message: null },
+      tokenExpiresAt: NOW + HOUR,
     });
+    // Known from memory (a later reconcile) is recorded the same way.
+    assert.deepEqual(plan({ pod: pending, knownTokenExpiry: NOW + HOUR }), step);
+  });
+
+  test('the status waits until the pod state has held for STATUS_SETTLE_MS, the expiry record with it', () => {
+    const token = { expiresAt: NOW + HOUR };
+    // Just created: nothing written yet; back when the state has settled.
+    const fresh = plan({ pod: pending, podStateSince: NOW, done: { token, rbac: true, podCreated: true } });
+    assert.deepEqual(fresh, {
+      kind: 'done',
+      requeueAfterMs: STATUS_SETTLE_MS,
+      note: 'status waits for the pod state to settle',
+    });
+    assert.equal(
+      plan({ pod: pending, podStateSince: NOW - STATUS_SETTLE_MS, knownTokenExpiry: NOW + HOUR }).kind,
+      'patch-status',
+    );
+    // A status that already says it: an unrecorded expiry is written at once.
+    const recorded = runner({}, { phase: 'Pending', ready: false });
+    assert.deepEqual(
+      plan({ runner: recorded, pod: pending, podStateSince: NOW, knownTokenExpiry: NOW + HOUR }),
+      {
+        kind: 'patch-status',
+        status: { phase: 'Pending', ready: false },
+        tokenExpiresAt: NOW + HOUR,
+      },
+    );
+    // Settled for a second already: back when the rest of the settle is over.
+    const r = runner(
+      {},
+      { phase: 'Pending', ready: false, registration: { token: '', expiresAt: rfc(NOW + HOUR) } },
+    );
+    const soon = plan({ runner: r, pod: running, podStateSince: NOW - 1_000, knownTokenExpiry: NOW + HOUR });
+    assert.deepEqual(soon, {
+      kind: 'done',
+      requeueAfterMs: STATUS_SETTLE_MS - 1_000,
+      note: 'status waits for the pod state to settle',
+    });
+    // A settling status does not hold up what else is due: a Runner of its own whose runner stopped.
+    const stopped: Pod = {
+      metadata: { name: 'r1' },
+      status: {
+        phase: 'Succeeded',
+        containerStatuses: [{ name: 'runner', state: { terminated: { exitCode: 0 } } }],
+      },
+    };
+    assert.deepEqual(plan({ runner: r, pod: stopped, podStateSince: NOW }), {
+      kind: 'delete-pod',
+      why: 'pod-stopped',
+    });
+    // A replica set's stopped runner settles; its replica set deletes the Runner meanwhile.
+    assert.equal(plan({ runner: ofSet(r), pod: stopped, podStateSince: NOW }).kind, 'done');
   });
 
   test('a Runner asked to unregister gets no new pod', () => {

@@ -22,12 +22,18 @@ import { type PodLike, runnerPodFacts, runnerStopped } from './graceful-stop.ts'
  *   goes with the Runner by garbage collection.
  * - A token ARC left in the status of a Runner paddock adopts is removed from it.
  * - A Runner asked to unregister (by its replica set) gets no new pod.
+ * - The status mirrors a pod state once it has held for `STATUS_SETTLE_MS`: a pod that starts within
+ *   seconds never has its Runner written as Pending, and a replica set's finished runner, deleted
+ *   moments later, is not written as stopped first. At a thousand runners that is a third of the
+ *   controller's writes, and its queue is what a replacement waits in.
  */
 
 /** ARC's reuse window: a token with less validity left than this is replaced. */
 export const TOKEN_REFRESH_BEFORE_EXPIRY_MS = 30 * 60_000;
 /** After a failed token or pod write; a GitHub outage is retried at this pace, not in a tight loop. */
 export const RUNNER_RETRY_DELAY_MS = 30_000;
+/** How long a pod state must hold before the Runner status mirrors it. */
+export const STATUS_SETTLE_MS = 3_000;
 
 export interface RunnerPlanInput {
   runner: Runner;
@@ -36,11 +42,15 @@ export interface RunnerPlanInput {
   /** A pod of the Runner's name that someone else controls. */
   foreignPod?: boolean;
   now: number;
+  /** Since when the pod has looked as it does now (to the reconciler); undefined: long enough. */
+  podStateSince?: number;
+  /** When the token in the pod's Secret expires, as the reconciler knows it without a request. */
+  knownTokenExpiry?: number;
   useRunnerStatusUpdateHook: boolean;
   /** What this reconcile did already. */
   done: {
-    /** A token was written to the Secret; `recordExpiry`: the status does not say so yet. */
-    token?: { expiresAt: number; recordExpiry: boolean; secretName?: string };
+    /** The token is in the Secret (written or known to be valid); `secretName`: whose Secret. */
+    token?: { expiresAt: number; secretName?: string };
     rbac?: boolean;
     podCreated?: boolean;
     podDeleted?: boolean;
@@ -64,7 +74,8 @@ export type RunnerStep =
   | { kind: 'ensure-token'; reason: 'new-pod' | 'refresh' }
   | { kind: 'ensure-rbac' }
   | { kind: 'create-pod' }
-  | { kind: 'patch-status'; status: RunnerStatusPatch }
+  /** `tokenExpiresAt`: also record when the token in the Secret expires (the status is behind). */
+  | { kind: 'patch-status'; status: RunnerStatusPatch; tokenExpiresAt?: number }
   /** A token in the status (ARC put it there): the runner has it already; the status need not. */
   | { kind: 'scrub-status-token' }
   | { kind: 'done'; requeueAfterMs?: number; note?: string };
@@ -130,16 +141,23 @@ export function planRunner(input: RunnerPlanInput): RunnerStep {
     return { kind: 'create-pod' };
   }
 
-  const status = runnerStatusFromPod(runner, pod, input.useRunnerStatusUpdateHook);
-  if (status) return { kind: 'patch-status', status };
   if (runner.status?.registration?.token && !done.token) return { kind: 'scrub-status-token' };
-  if (done.token?.recordExpiry) {
+  const expiresAt = done.token?.expiresAt ?? input.knownTokenExpiry;
+  const unrecorded =
+    expiresAt !== undefined && expiresAt !== recordedTokenExpiry(runner) ? expiresAt : undefined;
+  const status = runnerStatusFromPod(runner, pod, input.useRunnerStatusUpdateHook);
+  const settleLeft = input.podStateSince === undefined ? 0 : input.podStateSince + STATUS_SETTLE_MS - now;
+  if (status && settleLeft <= 0) return withExpiry({ kind: 'patch-status', status }, unrecorded);
+  // With no status write coming, an unrecorded expiry goes on its own (after a restart it is all
+  // that tells whether the Secret's token is still good).
+  if (!status && unrecorded !== undefined) {
     const current = runner.status ?? {};
-    return {
-      kind: 'patch-status',
-      status: { phase: current.phase ?? 'Created', ready: current.ready ?? false },
-    };
+    return withExpiry(
+      { kind: 'patch-status', status: { phase: current.phase ?? 'Created', ready: current.ready ?? false } },
+      unrecorded,
+    );
   }
+  const settle = status ? settleLeft : undefined;
   // A stopped runner (finished, or crashed) of a Runner of its own gets a fresh pod; a replica set's
   // Runner is deleted and replaced by its replica set instead. The pod's finalizer unregisters it.
   if (
@@ -156,14 +174,31 @@ export function planRunner(input: RunnerPlanInput): RunnerStep {
     !runnerStarted(pod) &&
     !pod.status?.phase?.match(/Succeeded|Failed/)
   ) {
-    const expiresAt = done.token?.expiresAt ?? recordedTokenExpiry(runner);
-    if (expiresAt === undefined || expiresAt - now <= TOKEN_REFRESH_BEFORE_EXPIRY_MS) {
+    const validUntil = expiresAt ?? recordedTokenExpiry(runner);
+    if (validUntil === undefined || validUntil - now <= TOKEN_REFRESH_BEFORE_EXPIRY_MS) {
       if (!done.token) return { kind: 'ensure-token', reason: 'refresh' };
-      return { kind: 'done', requeueAfterMs: RUNNER_RETRY_DELAY_MS };
+      return settled(RUNNER_RETRY_DELAY_MS, settle);
     }
-    return { kind: 'done', requeueAfterMs: expiresAt - TOKEN_REFRESH_BEFORE_EXPIRY_MS - now + 1_000 };
+    return settled(validUntil - TOKEN_REFRESH_BEFORE_EXPIRY_MS - now + 1_000, settle);
   }
-  return { kind: 'done' };
+  return settled(undefined, settle);
+}
+
+function withExpiry(
+  step: Extract<RunnerStep, { kind: 'patch-status' }>,
+  tokenExpiresAt: number | undefined,
+): RunnerStep {
+  return tokenExpiresAt === undefined ? step : { ...step, tokenExpiresAt };
+}
+
+/** Done, back when the first of a requeue and a status that is settling is due. */
+function settled(requeueAfterMs: number | undefined, settleLeft: number | undefined): RunnerStep {
+  const due = [requeueAfterMs, settleLeft].filter((ms): ms is number => ms !== undefined);
+  if (due.length === 0) return { kind: 'done' };
+  const at = Math.min(...due);
+  return at === settleLeft && at !== requeueAfterMs
+    ? { kind: 'done', requeueAfterMs: Math.max(1, at), note: 'status waits for the pod state to settle' }
+    : { kind: 'done', requeueAfterMs: Math.max(1, at) };
 }
 
 function controlledByReplicaSet(runner: Runner): boolean {

@@ -84,8 +84,10 @@ export class RunnerReconciler {
   private readonly createdPods = new Map<string, { uid: string; at: number }>();
   /** Runners whose finalizer this controller removed lately, by UID, with when. */
   private readonly released = new Map<string, number>();
-  /** Replica sets' shared token Secrets as last written or read: `<namespace>/<secret>`. */
-  private readonly sharedTokens = new Map<string, { ownerUid: string; expiresAt: number }>();
+  /** Token Secrets (shared or a Runner's own) as last written or read: `<namespace>/<secret>`. */
+  private readonly tokens = new Map<string, { ownerUid: string; expiresAt: number }>();
+  /** Each Runner's pod as this controller last saw it, and since when it has looked so. */
+  private readonly podStates = new Map<string, { state: string; since: number }>();
   /** Token writes under way, by Secret: concurrent reconciles of one replica set's Runners share one. */
   private readonly tokenWrites = new Map<
     string,
@@ -122,6 +124,8 @@ export class RunnerReconciler {
       const { namespace, name } = splitKey(key);
       this.opts.github.release(this.githubRef(namespace ?? 'default', name));
       this.createdPods.delete(key);
+      this.podStates.delete(key);
+      this.tokens.delete(`${namespace}/${tokenSecretName(name)}`);
       return undefined;
     }
     const cached = this.pods.store.getByName(runner.metadata.namespace, runner.metadata.name ?? '');
@@ -137,11 +141,14 @@ export class RunnerReconciler {
     const ours = cached?.metadata.ownerReferences?.some((r) => r.controller && r.uid === runner.metadata.uid);
     const pass: Pass = { runner, pod: ours ? cached : undefined, done: {} };
     for (let i = 0; i < MAX_STEPS; i++) {
+      const now = this.clock.now();
       const step = planRunner({
         runner: pass.runner,
         pod: pass.pod,
         foreignPod: Boolean(cached && !ours),
-        now: this.clock.now(),
+        now,
+        podStateSince: this.podStateSince(key, pass.pod, now),
+        knownTokenExpiry: this.knownTokenExpiry(pass.runner, pass.pod),
         useRunnerStatusUpdateHook: this.opts.podDefaults.useRunnerStatusUpdateHook,
         done: pass.done,
       });
@@ -215,8 +222,7 @@ export class RunnerReconciler {
         return 'continue';
       case 'patch-status': {
         const status: RunnerStatusPatch & { registration?: unknown } = { ...step.status };
-        const token = pass.done.token;
-        if (token?.recordExpiry) {
+        if (step.tokenExpiresAt !== undefined) {
           const s = runner.spec;
           status.registration = {
             ...(s.enterprise ? { enterprise: s.enterprise } : {}),
@@ -225,9 +231,8 @@ export class RunnerReconciler {
             ...(s.labels ? { labels: s.labels } : {}),
             // The token itself lives in the Secret only (and replaces any ARC left here).
             token: '',
-            expiresAt: rfc3339(token.expiresAt),
+            expiresAt: rfc3339(step.tokenExpiresAt),
           };
-          token.recordExpiry = false;
         }
         try {
           pass.runner = await mergePatch<Runner>(
@@ -256,23 +261,24 @@ export class RunnerReconciler {
   ): Promise<'continue' | ReconcileResult> {
     const runner = pass.runner;
     const namespace = runner.metadata.namespace ?? 'default';
-    const setName = runner.metadata.ownerReferences?.find(
-      (o) => o.controller && o.kind === 'RunnerReplicaSet',
-    )?.name;
-    let holder = tokenHolder(
-      runner,
-      pass.pod,
-      setName ? this.sets.store.getByName(namespace, setName) : undefined,
-    );
-    if (holder.kind === 'RunnerReplicaSet') {
-      const shared = await this.sharedToken(namespace, holder);
-      if (shared === 'foreign') {
-        // A Secret of that name that is not this replica set's: never overwrite it.
-        holder = tokenHolder(runner, undefined, undefined);
-      } else if (shared && shared.expiresAt - this.clock.now() > TOKEN_REFRESH_BEFORE_EXPIRY_MS) {
-        this.recordToken(pass, holder, shared.expiresAt);
-        return 'continue';
-      }
+    let holder = tokenHolder(runner, pass.pod, this.setOf(runner));
+    let known = await this.knownToken(namespace, holder);
+    if (known === 'foreign' && holder.kind === 'RunnerReplicaSet') {
+      // A Secret of that name that is not this replica set's: never overwrite it.
+      holder = tokenHolder(runner, undefined, undefined);
+      known = await this.knownToken(namespace, holder);
+    }
+    if (known === 'foreign') {
+      // Only a Runner's own Secret can be claimed by another object: say so instead of overwriting.
+      const message = `Secret ${tokenSecretName(holder.name)} belongs to another object; not writing the registration token into it`;
+      this.event(runner, 'Warning', 'FailedUpdateRegistrationToken', message);
+      ctx.log.warn(message);
+      return { requeueAfterMs: RUNNER_RETRY_DELAY_MS };
+    }
+    // ARC's reuse window: a token with more than that left serves a new pod as well.
+    if (known && known.expiresAt - this.clock.now() > TOKEN_REFRESH_BEFORE_EXPIRY_MS) {
+      this.recordToken(pass, holder, known.expiresAt);
+      return 'continue';
     }
     const key = `${namespace}/${tokenSecretName(holder.name)}`;
     let flight = this.tokenWrites.get(key);
@@ -296,21 +302,47 @@ export class RunnerReconciler {
   }
 
   private recordToken(pass: Pass, holder: TokenHolder, expiresAt: number): void {
-    const recorded = pass.runner.status?.registration;
-    const recordExpiry = recorded?.expiresAt !== rfc3339(expiresAt) || Boolean(recorded?.token);
-    pass.done.token = { expiresAt, recordExpiry, secretName: tokenSecretName(holder.name) };
+    pass.done.token = { expiresAt, secretName: tokenSecretName(holder.name) };
+  }
+
+  /** When the token the Runner's pod reads expires, if this controller knows without asking. */
+  private knownTokenExpiry(runner: Runner, pod: PodObject | undefined): number | undefined {
+    const namespace = runner.metadata.namespace ?? 'default';
+    const holder = tokenHolder(runner, pod, this.setOf(runner));
+    const known = this.tokens.get(`${namespace}/${tokenSecretName(holder.name)}`);
+    return known?.ownerUid === holder.uid ? known.expiresAt : undefined;
+  }
+
+  private setOf(runner: Runner): RunnerReplicaSet | undefined {
+    const setName = runner.metadata.ownerReferences?.find(
+      (o) => o.controller && o.kind === 'RunnerReplicaSet',
+    )?.name;
+    return setName ? this.sets.store.getByName(runner.metadata.namespace, setName) : undefined;
+  }
+
+  /** Since when the Runner's pod has looked as it does now (a state the Runner has not seen: now). */
+  private podStateSince(key: string, pod: PodObject | undefined, now: number): number | undefined {
+    if (!pod) {
+      this.podStates.delete(key);
+      return undefined;
+    }
+    const state = podAsRunnerSeesIt(pod);
+    const seen = this.podStates.get(key);
+    if (seen?.state === state) return seen.since;
+    this.podStates.set(key, { state, since: now });
+    return now;
   }
 
   /**
-   * What the controller knows of a replica set's shared token Secret: from memory, else read once
-   * (after a restart). `'foreign'`: the Secret of that name is owned by something else.
+   * What the controller knows of a token Secret: from memory, else read once (after a restart).
+   * `'foreign'`: the Secret of that name is owned by something else.
    */
-  private async sharedToken(
+  private async knownToken(
     namespace: string,
     holder: TokenHolder,
   ): Promise<{ expiresAt: number } | 'foreign' | undefined> {
     const key = `${namespace}/${tokenSecretName(holder.name)}`;
-    const known = this.sharedTokens.get(key);
+    const known = this.tokens.get(key);
     if (known?.ownerUid === holder.uid) return known;
     let secret: KubeObject | undefined;
     try {
@@ -326,7 +358,7 @@ export class RunnerReconciler {
     if (ownerUid !== holder.uid) return 'foreign';
     const expiresAt = Date.parse(secret.metadata.annotations?.[ANNOTATION_TOKEN_EXPIRES_AT] ?? '');
     if (Number.isNaN(expiresAt)) return undefined;
-    this.sharedTokens.set(key, { ownerUid, expiresAt });
+    this.tokens.set(key, { ownerUid, expiresAt });
     return { expiresAt };
   }
 
@@ -380,15 +412,10 @@ export class RunnerReconciler {
       );
       return { requeueAfterMs: RUNNER_RETRY_DELAY_MS };
     }
-    if (holder.kind === 'RunnerReplicaSet') {
-      const now = this.clock.now();
-      // Expired entries are of no use to anyone (and their replica sets are likely gone).
-      for (const [k, v] of this.sharedTokens) if (v.expiresAt <= now) this.sharedTokens.delete(k);
-      this.sharedTokens.set(`${namespace}/${secretName}`, {
-        ownerUid: holder.uid,
-        expiresAt: token.expiresAt,
-      });
-    }
+    const now = this.clock.now();
+    // Expired entries are of no use to anyone (and their owners are likely gone).
+    for (const [k, v] of this.tokens) if (v.expiresAt <= now) this.tokens.delete(k);
+    this.tokens.set(`${namespace}/${secretName}`, { ownerUid: holder.uid, expiresAt: token.expiresAt });
     return { expiresAt: token.expiresAt, writer: runner.metadata.uid };
   }
 
