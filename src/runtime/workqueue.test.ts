@@ -187,7 +187,7 @@ describe('WorkQueue with a minimum interval per key', () => {
     assert.equal(q.length, 1, 'after the interval, at once');
   });
 
-  test('a key re-added while it is processed waits out the interval from when it finished', async () => {
+  test('a key re-added while it is processed waits out the interval from when its pass started', async () => {
     const clock = new FakeClock();
     const q = new WorkQueue({ clock, minIntervalMs: 100 });
     q.add('a');
@@ -196,9 +196,26 @@ describe('WorkQueue with a minimum interval per key', () => {
     await clock.advance(30);
     q.done('a');
     assert.equal(q.length, 0);
-    await clock.advance(99);
+    await clock.advance(69);
     assert.equal(q.length, 0);
     await clock.advance(1);
+    assert.equal(q.length, 1);
+  });
+
+  test('a pass longer than the interval is followed at once by the next', async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock, minIntervalMs: 100 });
+    q.add('a');
+    await q.get();
+    q.add('a');
+    await clock.advance(250);
+    q.done('a');
+    assert.equal(q.length, 1, 'no cool-down left');
+    assert.equal((await q.get())?.key, 'a');
+    q.add('a');
+    q.done('a');
+    assert.equal(q.length, 0, 'the new pass started just now: cooling down');
+    await clock.advance(100);
     assert.equal(q.length, 1);
   });
 });

@@ -124,13 +124,14 @@ export class WorkQueue {
   private shuttingDown = false;
 
   private readonly minIntervalMs: number;
-  /** When each key was last finished, while it is cooling down (only with `minIntervalMs`). */
-  private readonly lastDone = new Map<string, number>();
+  /** When each key's last pass started, while it is cooling down (only with `minIntervalMs`). */
+  private readonly lastStarted = new Map<string, number>();
 
   /**
-   * `minIntervalMs`: a key finished less than this ago waits out the rest before it is processed
-   * again. Events that come meanwhile are merged into that one later pass: for a key whose every
-   * pass looks at a thousand objects, and whose events come by the hundred a second.
+   * `minIntervalMs`: passes of one key start at least this far apart. Events that come meanwhile
+   * are merged into that one later pass: for a key whose every pass looks at a thousand objects,
+   * and whose events come by the hundred a second. Measured from the start, not the end: a pass
+   * that waits on the API server longer than the interval is followed at once by the next.
    */
   constructor(opts: {
     clock: Clock;
@@ -146,11 +147,11 @@ export class WorkQueue {
 
   private cooldownMs(key: string): number {
     if (this.minIntervalMs <= 0) return 0;
-    const at = this.lastDone.get(key);
+    const at = this.lastStarted.get(key);
     if (at === undefined) return 0;
     const wait = at + this.minIntervalMs - this.clock.now();
     if (wait > 0) return wait;
-    this.lastDone.delete(key);
+    this.lastStarted.delete(key);
     return 0;
   }
 
@@ -198,6 +199,12 @@ export class WorkQueue {
     const now = this.clock.now();
     this.dirty.delete(key);
     this.processing.set(key, now);
+    if (this.minIntervalMs > 0) {
+      this.lastStarted.set(key, now);
+      if (this.lastStarted.size > 1024) {
+        for (const [k, at] of this.lastStarted) if (at + this.minIntervalMs <= now) this.lastStarted.delete(k);
+      }
+    }
     const at = this.addedAt.get(key);
     this.addedAt.delete(key);
     if (at !== undefined) this.metrics?.queued((now - at) / 1000);
@@ -222,12 +229,6 @@ export class WorkQueue {
     this.processing.delete(key);
     const now = this.clock.now();
     this.metrics?.worked((now - started) / 1000);
-    if (this.minIntervalMs > 0) {
-      this.lastDone.set(key, now);
-      if (this.lastDone.size > 1024) {
-        for (const [k, at] of this.lastDone) if (at + this.minIntervalMs <= now) this.lastDone.delete(k);
-      }
-    }
     if (this.dirty.has(key) && !this.shuttingDown) {
       const wait = this.cooldownMs(key);
       if (wait > 0) {
