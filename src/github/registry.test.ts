@@ -351,6 +351,44 @@ describe('RunnerRegistry logic', () => {
     assert.equal(snap.isFresh(clock.now()), false, 'not cached: the next lookup lists again');
   });
 
+  test('keepFresh after a listing whose pages disagreed: again after the incomplete interval, not at once', async () => {
+    let disagree = true;
+    const lister = new ScriptedLister((_call, page) => {
+      if (!disagree) {
+        return { runners: [runner(1)], totalCount: 1, hasNext: false, maxAgeMs: 60_000, notModified: false };
+      }
+      if (page === 1) {
+        return { runners: [runner(1)], totalCount: 3, hasNext: true, maxAgeMs: 60_000, notModified: false };
+      }
+      return { runners: [runner(3)], totalCount: 2, hasNext: false, maxAgeMs: 60_000, notModified: false };
+    });
+    const clock = new SteppingClock();
+    const registry = new RunnerRegistry({
+      lister,
+      clock,
+      logger: silentLogger(),
+      inconsistentRetries: 0,
+      incompleteKeeperIntervalMs: 15_000,
+    });
+    const stop = registry.keepFresh(org);
+    await clock.advance(0);
+    await until(() => registry.refreshes === 1, 'first refresh');
+    await clock.advance(14_000);
+    await realSleep(10);
+    assert.equal(registry.refreshes, 1, 'an incomplete listing is not re-listed every second by the keeper');
+    // A caller that needs to prove an absence still lists on demand.
+    assert.equal((await registry.get(org)).complete, false);
+    assert.equal(registry.refreshes, 2);
+    disagree = false;
+    await clock.advance(15_000);
+    await until(() => registry.refreshes === 3, 'the keeper lists again');
+    assert.equal((await registry.get(org)).complete, true);
+    await clock.advance(30_000);
+    await realSleep(10);
+    assert.equal(registry.refreshes, 3, 'a complete listing is kept for its max-age');
+    stop();
+  });
+
   test('fresherThan: the cached snapshot when recent enough, else a listing that started late enough', async () => {
     const lister = new ScriptedLister(() => ({
       runners: [runner(1)],

@@ -175,6 +175,12 @@ export interface RunnerRegistryOptions {
   failureHoldMs?: number | undefined;
   /** Re-list at most this many extra times when pages disagree (runners changed mid-listing). */
   inconsistentRetries?: number | undefined;
+  /**
+   * How soon `keepFresh` lists again after a listing whose pages disagreed (default 15 s). Callers
+   * that need to prove a runner's absence still list on demand; the keeper only keeps change events
+   * flowing, and under steady churn (a thousand ephemeral runners) nearly every listing disagrees.
+   */
+  incompleteKeeperIntervalMs?: number | undefined;
 }
 
 export interface GetOptions extends ListOptions {
@@ -192,6 +198,7 @@ export class RunnerRegistry {
   private readonly defaultMaxAgeMs: number;
   private readonly failureHoldMs: number;
   private readonly inconsistentRetries: number;
+  private readonly incompleteKeeperIntervalMs: number;
   private readonly states = new Map<string, ScopeState>();
   private readonly listeners = new Set<RunnerChangeListener>();
   private readonly untrack: (() => void) | undefined;
@@ -207,6 +214,7 @@ export class RunnerRegistry {
     this.defaultMaxAgeMs = options.defaultMaxAgeMs ?? 60_000;
     this.failureHoldMs = options.failureHoldMs ?? 5000;
     this.inconsistentRetries = options.inconsistentRetries ?? 2;
+    this.incompleteKeeperIntervalMs = options.incompleteKeeperIntervalMs ?? 15_000;
     this.untrack = options.metrics?.trackRegistry({
       credential: this.credentialId,
       ages: () => this.ages(),
@@ -336,6 +344,8 @@ export class RunnerRegistry {
           const now = this.clock.now();
           let next = this.defaultMaxAgeMs;
           if (s.failure && s.failure.retryAt > now) next = s.failure.retryAt - now;
+          else if (s.snapshot?.complete === false)
+            next = s.snapshot.fetchedAt + this.incompleteKeeperIntervalMs - now;
           else if (s.snapshot) next = s.snapshot.fetchedAt + s.snapshot.maxAgeMs - now;
           this.scheduleKeeper(s, Math.max(1000, next));
         });
