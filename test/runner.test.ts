@@ -210,6 +210,45 @@ describe('Runner', () => {
     assert.ok(!pod.spec?.containers?.some((c) => c.name === 'docker'), 'no docker sidecar');
   });
 
+  test('a Secret of the token Secret’s name that is not the Runner’s is never overwritten: a Warning, no pod', async () => {
+    await http.request('POST', resourcePath(SECRETS, ns.name), {
+      body: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'taken-runner-token' },
+        stringData: { token: 'someone-elses' },
+      },
+    });
+    await http.request('POST', resourcePath(RUNNERS, ns.name), {
+      body: {
+        apiVersion: API_VERSION,
+        kind: 'Runner',
+        metadata: { name: 'taken' },
+        spec: { repository: 'acme/app' },
+      },
+    });
+    await waitFor('a FailedUpdateRegistrationToken Warning', async () => {
+      const events = await http.request<{
+        items: { reason?: string; type?: string; note?: string; regarding?: { name?: string } }[];
+      }>('GET', resourcePath(EVENTS, ns.name));
+      return events.items.find(
+        (e) =>
+          e.regarding?.name === 'taken' &&
+          e.reason === 'FailedUpdateRegistrationToken' &&
+          e.type === 'Warning',
+      );
+    });
+    const secret = (await get<KubeObject & { data?: Record<string, string> }>(
+      SECRETS,
+      'taken-runner-token',
+    ))!;
+    assert.equal(Buffer.from(secret.data?.token ?? '', 'base64').toString(), 'someone-elses');
+    assert.equal(secret.metadata.ownerReferences, undefined);
+    assert.equal(await get<PodObject>(PODS, 'taken'), undefined, 'no pod with a token that is not ours');
+    await http.request('DELETE', resourcePath(RUNNERS, ns.name, 'taken'));
+    await waitFor('the Runner gone', async () => !(await get<Runner>(RUNNERS, 'taken')));
+  });
+
   test('deleting a Runner unregisters its runner, deletes its pod and lets the Runner go', async () => {
     const id = double.runners('repos/acme/app').find((r) => r.name === 'solo')!.id;
     await http.request('DELETE', resourcePath(RUNNERS, ns.name, 'solo'));
