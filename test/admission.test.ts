@@ -335,6 +335,31 @@ describe('admission webhooks of Runner, RunnerReplicaSet and RunnerDeployment', 
     );
   });
 
+  test("a Runner a RunnerReplicaSet controls is its set's validated template: not sent to the webhook", async () => {
+    const validatePath = '/validate-actions-summerwind-dev-v1alpha1-runner';
+    const before = reviews(validatePath);
+    const owned = (name: string, controller: boolean): Manifest => ({
+      ...runner(name, { organization: 'acme' }),
+      metadata: {
+        name,
+        ownerReferences: [
+          {
+            apiVersion: 'actions.summerwind.dev/v1alpha1',
+            kind: 'RunnerReplicaSet',
+            name: 'some-set',
+            uid: '00000000-0000-0000-0000-000000000001',
+            controller,
+          },
+        ],
+      },
+    });
+    await create(owned('of-a-set', true), { dryRun: 'All' });
+    assert.equal(reviews(validatePath), before, 'a replica set’s Runner: no webhook call');
+    await create(owned('merely-referring', false), { dryRun: 'All' });
+    await create(runner('of-its-own', { organization: 'acme' }), { dryRun: 'All' });
+    assert.equal(reviews(validatePath), before + 2, 'anything else is validated');
+  });
+
   test('a new CA reaches every configuration, and the webhooks keep answering', async () => {
     const configurations = [
       ['mutatingwebhookconfigurations', `paddock-runner-pod-token-${ns.name}`],

@@ -156,6 +156,14 @@ export const SPEC_CREATED_OR_CHANGED =
   "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec";
 
 /**
+ * CEL: not a Runner a RunnerReplicaSet controls. Such a Runner is its set's template, which the set's
+ * own webhook validated; one made by anyone else with a made-up owner is deleted by the garbage
+ * collector, and the Runner controller still refuses to build a pod from a spec it cannot use.
+ */
+export const NOT_A_REPLICA_SET_RUNNER =
+  "!has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(r, r.kind == 'RunnerReplicaSet' && has(r.controller) && r.controller)";
+
+/**
  * The ValidatingWebhookConfiguration of Runners, RunnerReplicaSets and RunnerDeployments, one
  * webhook per kind at the names and paths of ARC's Helm chart.
  */
@@ -189,7 +197,13 @@ export function runnerResourceWebhookConfiguration(
     // Defaulting and validation are about the spec: an UPDATE that leaves it alone (a finalizer
     // removed, an annotation, a label) is not sent. That is most of paddock's own writes, each of
     // which would cost a webhook call, and it lets finalizers go while paddock is down.
-    matchConditions: [{ name: 'spec-created-or-changed', expression: SPEC_CREATED_OR_CHANGED }],
+    matchConditions: [
+      { name: 'spec-created-or-changed', expression: SPEC_CREATED_OR_CHANGED },
+      // A replica set creates a Runner for every replacement: a webhook call on the way of each.
+      ...(resource === 'runners'
+        ? [{ name: 'not-a-replica-set-runner', expression: NOT_A_REPLICA_SET_RUNNER }]
+        : []),
+    ],
     // The handlers only read the request.
     sideEffects: 'None',
     timeoutSeconds: options.timeoutSeconds ?? 10,
