@@ -48,6 +48,8 @@ try {
   await sandbox.start();
   const t0 = Date.now();
   let prevApi = new Map<string, number>();
+  let seenRepl = 0;
+  let seenLists = 0;
   const sampler = setInterval(async () => {
     try {
       const t = await scrapePaddock();
@@ -68,10 +70,19 @@ try {
         .slice(0, 4)
         .map(([k, v]) => `${k.replace(/ 20[01]$/, '')}:${v}`)
         .join(',');
-      const lat = sandbox.replacementLatencies.slice(-20);
-      console.log(
-        `t=${Math.round((Date.now() - t0) / 1000)} lastLat=${Math.max(0, ...lat)} api=${apiTotal} ${apiTop} ${pick(/^workqueue_depth/)} ${pick(/^nodejs_eventloop_lag_max_seconds|^nodejs_heap_size_used_bytes|^nodejs_gc_duration_seconds_sum\{kind="major"/)}`,
+      const lat = sandbox.replacementLatencies.slice(seenRepl);
+      seenRepl = sandbox.replacementLatencies.length;
+      const lists = sandbox.double.log.filter(
+        (e) => e.method === 'GET' && /\/actions\/runners(\?|$)/.test(e.path),
+      ).length;
+      const rounds = Number(
+        /reconcile_total\{controller="runnerreplicaset-controller",result="[a-z_]+"\} (\d+)/g.exec(t)?.[1] ??
+          0,
       );
+      console.log(
+        `t=${Math.round((Date.now() - t0) / 1000)} repl=${lat.length} maxLat=${Math.max(0, ...lat)} ghLists=${lists - seenLists} rrsRounds~${rounds} api=${apiTotal} ${apiTop} ${pick(/^workqueue_depth/)} ${pick(/^nodejs_eventloop_lag_max_seconds|^nodejs_heap_size_used_bytes|^nodejs_gc_duration_seconds_sum\{kind="major"/)}`,
+      );
+      seenLists = lists;
     } catch {}
   }, 2000);
   await new Promise((r) => setTimeout(r, 30_000));
