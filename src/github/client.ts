@@ -109,6 +109,38 @@ const runnerSchema = z.object({
 });
 const runnerListSchema = z.object({ total_count: z.number().int(), runners: z.array(runnerSchema) });
 const tokenSchema = z.object({ token: z.string().min(1), expires_at: z.string() });
+const workflowRunListSchema = z.object({
+  workflow_runs: z.array(
+    z.object({ id: z.number().int(), status: z.string().nullish(), updated_at: z.string().nullish() }),
+  ),
+});
+const jobListSchema = z.object({
+  jobs: z.array(
+    z.object({ id: z.number().int(), status: z.string().nullish(), labels: z.array(z.string()).nullish() }),
+  ),
+});
+
+export interface WorkflowRunSummary {
+  id: number;
+  status: string;
+  /** Changes whenever one of its jobs does. */
+  updatedAt: string;
+}
+
+export interface WorkflowJobSummary {
+  id: number;
+  status: string;
+  labels: string[];
+}
+
+function unreadable(route: string, status: number, what: string, error: z.ZodError): GitHubApiError {
+  return new GitHubApiError({
+    kind: 'unexpected',
+    endpoint: route,
+    status,
+    githubMessage: `unreadable ${what}: ${z.prettifyError(error).slice(0, 300)}`,
+  });
+}
 const jitSchema = z.object({ runner: runnerSchema, encoded_jit_config: z.string().min(1) });
 
 function toRunner(r: z.infer<typeof runnerSchema>): GitHubRunner {
@@ -181,14 +213,7 @@ export class GitHubClient implements RunnerPageLister {
       signal: options.signal,
     });
     const parsed = runnerListSchema.safeParse(res.data);
-    if (!parsed.success) {
-      throw new GitHubApiError({
-        kind: 'unexpected',
-        endpoint: route,
-        status: res.status,
-        githubMessage: `unreadable runner list: ${z.prettifyError(parsed.error).slice(0, 300)}`,
-      });
-    }
+    if (!parsed.success) throw unreadable(route, res.status, 'runner list', parsed.error);
     return {
       runners: parsed.data.runners.map(toRunner),
       totalCount: parsed.data.total_count,
@@ -313,6 +338,64 @@ export class GitHubClient implements RunnerPageLister {
       value: () => ({ kind: 'created', runner, encodedJitConfig: '[redacted]' }),
     });
     return outcome;
+  }
+
+  /**
+   * One page of a repository's workflow runs in `status` (queued, in_progress), sent as a
+   * conditional request: an unchanged page costs no budget. Throws GitHubApiError.
+   */
+  async listWorkflowRunsPage(
+    owner: string,
+    repo: string,
+    status: string,
+    page: number,
+    options: CallOptions = {},
+  ): Promise<{ runs: WorkflowRunSummary[]; hasNext: boolean; notModified: boolean }> {
+    const route = 'GET /repos/{owner}/{repo}/actions/runs';
+    const res = await this.transport.request<unknown>({
+      kind: 'read',
+      route,
+      params: { owner, repo, status, per_page: 100, page },
+      conditional: true,
+      waitForBudget: options.waitForBudget,
+      signal: options.signal,
+    });
+    const parsed = workflowRunListSchema.safeParse(res.data);
+    if (!parsed.success) throw unreadable(route, res.status, 'workflow run list', parsed.error);
+    return {
+      runs: parsed.data.workflow_runs.map((r) => ({
+        id: r.id,
+        status: r.status ?? '',
+        updatedAt: r.updated_at ?? '',
+      })),
+      hasNext: /rel="next"/.test(res.headers.link ?? ''),
+      notModified: res.notModified,
+    };
+  }
+
+  /** One page of a workflow run's jobs, conditionally. Throws GitHubApiError. */
+  async listRunJobsPage(
+    owner: string,
+    repo: string,
+    runId: number,
+    page: number,
+    options: CallOptions = {},
+  ): Promise<{ jobs: WorkflowJobSummary[]; hasNext: boolean }> {
+    const route = 'GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs';
+    const res = await this.transport.request<unknown>({
+      kind: 'read',
+      route,
+      params: { owner, repo, run_id: runId, per_page: 100, page },
+      conditional: true,
+      waitForBudget: options.waitForBudget,
+      signal: options.signal,
+    });
+    const parsed = jobListSchema.safeParse(res.data);
+    if (!parsed.success) throw unreadable(route, res.status, 'job list', parsed.error);
+    return {
+      jobs: parsed.data.jobs.map((j) => ({ id: j.id, status: j.status ?? '', labels: j.labels ?? [] })),
+      hasNext: /rel="next"/.test(res.headers.link ?? ''),
+    };
   }
 
   /** Stops registry keepers and metrics of this client. */
