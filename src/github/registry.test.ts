@@ -348,10 +348,11 @@ describe('RunnerRegistry logic', () => {
     assert.equal(snap.complete, false);
     assert.equal(snap.byName('r-2'), undefined, 'missing from the listing…');
     assert.deepEqual(summary(events), ['appeared:r-3'], '…but not reported as vanished');
-    assert.equal(snap.isFresh(clock.now()), false, 'not cached: the next lookup lists again');
+    assert.equal(snap.isFresh(clock.now()), true, 'served for a while: it shows who is registered');
+    assert.equal(snap.isFresh(clock.now() + 15_000), false, 'but not for its full max-age');
   });
 
-  test('keepFresh after a listing whose pages disagreed: again after the incomplete interval, not at once', async () => {
+  test('a listing whose pages disagreed is served (and kept fresh) for 15 s, not re-listed by every lookup', async () => {
     let disagree = true;
     const lister = new ScriptedLister((_call, page) => {
       if (!disagree) {
@@ -368,7 +369,7 @@ describe('RunnerRegistry logic', () => {
       clock,
       logger: silentLogger(),
       inconsistentRetries: 0,
-      incompleteKeeperIntervalMs: 15_000,
+      incompleteMaxAgeMs: 15_000,
     });
     const stop = registry.keepFresh(org);
     await clock.advance(0);
@@ -376,8 +377,10 @@ describe('RunnerRegistry logic', () => {
     await clock.advance(14_000);
     await realSleep(10);
     assert.equal(registry.refreshes, 1, 'an incomplete listing is not re-listed every second by the keeper');
-    // A caller that needs to prove an absence still lists on demand.
     assert.equal((await registry.get(org)).complete, false);
+    assert.equal(registry.refreshes, 1, 'nor by a lookup');
+    // A caller that must prove an absence asks for a listing newer than the one it has.
+    assert.equal((await registry.fresherThan(org, clock.now() + 1)).complete, false);
     assert.equal(registry.refreshes, 2);
     disagree = false;
     await clock.advance(15_000);

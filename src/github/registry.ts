@@ -176,11 +176,12 @@ export interface RunnerRegistryOptions {
   /** Re-list at most this many extra times when pages disagree (runners changed mid-listing). */
   inconsistentRetries?: number | undefined;
   /**
-   * How soon `keepFresh` lists again after a listing whose pages disagreed (default 15 s). Callers
-   * that need to prove a runner's absence still list on demand; the keeper only keeps change events
-   * flowing, and under steady churn (a thousand ephemeral runners) nearly every listing disagrees.
+   * How long a listing whose pages disagreed is served (default 15 s, at most the max-age). It
+   * shows who is registered but proves no absence; callers that must prove one ask `fresherThan`.
+   * Under steady churn (a thousand ephemeral runners) nearly every listing disagrees: serving none
+   * of them had every lookup list all pages again.
    */
-  incompleteKeeperIntervalMs?: number | undefined;
+  incompleteMaxAgeMs?: number | undefined;
 }
 
 export interface GetOptions extends ListOptions {
@@ -198,7 +199,7 @@ export class RunnerRegistry {
   private readonly defaultMaxAgeMs: number;
   private readonly failureHoldMs: number;
   private readonly inconsistentRetries: number;
-  private readonly incompleteKeeperIntervalMs: number;
+  private readonly incompleteMaxAgeMs: number;
   private readonly states = new Map<string, ScopeState>();
   private readonly listeners = new Set<RunnerChangeListener>();
   private readonly untrack: (() => void) | undefined;
@@ -214,7 +215,7 @@ export class RunnerRegistry {
     this.defaultMaxAgeMs = options.defaultMaxAgeMs ?? 60_000;
     this.failureHoldMs = options.failureHoldMs ?? 5000;
     this.inconsistentRetries = options.inconsistentRetries ?? 2;
-    this.incompleteKeeperIntervalMs = options.incompleteKeeperIntervalMs ?? 15_000;
+    this.incompleteMaxAgeMs = options.incompleteMaxAgeMs ?? 15_000;
     this.untrack = options.metrics?.trackRegistry({
       credential: this.credentialId,
       ages: () => this.ages(),
@@ -344,8 +345,6 @@ export class RunnerRegistry {
           const now = this.clock.now();
           let next = this.defaultMaxAgeMs;
           if (s.failure && s.failure.retryAt > now) next = s.failure.retryAt - now;
-          else if (s.snapshot?.complete === false)
-            next = s.snapshot.fetchedAt + this.incompleteKeeperIntervalMs - now;
           else if (s.snapshot) next = s.snapshot.fetchedAt + s.snapshot.maxAgeMs - now;
           this.scheduleKeeper(s, Math.max(1000, next));
         });
@@ -466,8 +465,10 @@ export class RunnerRegistry {
       s.scope,
       runners,
       startedAt,
-      // An incomplete listing is not cached for long: the next caller lists again.
-      listing.consistent ? (listing.maxAgeMs ?? this.defaultMaxAgeMs) : 0,
+      // An incomplete listing is not cached for long.
+      listing.consistent
+        ? (listing.maxAgeMs ?? this.defaultMaxAgeMs)
+        : Math.min(listing.maxAgeMs ?? this.defaultMaxAgeMs, this.incompleteMaxAgeMs),
       listing.consistent,
     );
     const previous = s.snapshot;

@@ -73,7 +73,11 @@ describe('WorkflowDemand: TotalNumberOfQueuedAndInProgressWorkflowRuns against t
       completed: 0,
       unknown: 0,
     });
-    assert.equal(calls(JOBS).length - before, 1, 'run a once more (listed right after its change before), nothing else');
+    assert.equal(
+      calls(JOBS).length - before,
+      1,
+      'run a once more (listed right after its change before), nothing else',
+    );
     const settled = calls(JOBS).length;
     await demand.count(repos, ['linux']);
     assert.equal(calls(JOBS).length, settled, 'settled: no job list');

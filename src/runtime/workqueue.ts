@@ -202,7 +202,8 @@ export class WorkQueue {
     if (this.minIntervalMs > 0) {
       this.lastStarted.set(key, now);
       if (this.lastStarted.size > 1024) {
-        for (const [k, at] of this.lastStarted) if (at + this.minIntervalMs <= now) this.lastStarted.delete(k);
+        for (const [k, at] of this.lastStarted)
+          if (at + this.minIntervalMs <= now) this.lastStarted.delete(k);
       }
     }
     const at = this.addedAt.get(key);
