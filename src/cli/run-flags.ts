@@ -28,6 +28,14 @@ export const RUN_FLAGS: FlagSpec[] = [
   },
   {
     group: 'Kubernetes',
+    name: 'default-scale-down-delay',
+    type: 'duration',
+    env: 'DEFAULT_SCALE_DOWN_DELAY',
+    default: '10m',
+    help: 'how long a HorizontalRunnerAutoscaler keeps its replicas after a scale-out before scaling down (unless it sets scaleDownDelaySecondsAfterScaleOut)',
+  },
+  {
+    group: 'Kubernetes',
     name: 'leader-elect',
     aliases: ['enable-leader-election'],
     type: 'boolean',

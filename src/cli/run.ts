@@ -4,6 +4,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { crdManifests, RUNNER_SETS, type RunnerSet } from '../api/index.ts';
 import { podGitHubClients } from '../controllers/github-clients.ts';
+import { HorizontalRunnerAutoscalerReconciler } from '../controllers/horizontal-runner-autoscaler.ts';
 import { RunnerReconciler } from '../controllers/runner.ts';
 import { RunnerDeploymentReconciler } from '../controllers/runner-deployment.ts';
 import { RunnerPodReconciler, type RunnerPodSettings } from '../controllers/runner-pod.ts';
@@ -48,6 +49,7 @@ export interface RunConfig {
   kubeconfig: string | undefined;
   watchNamespace: string | undefined;
   syncPeriodMs: number;
+  defaultScaleDownDelayMs: number;
   leaderElection: { name: string; namespace: string; identity: string } | undefined;
   /** paddock's own namespace (`--leader-election-namespace` / POD_NAMESPACE), with or without leader election: the Lease, the webhook Service and its certificate Secret live there. */
   ownNamespace: string;
@@ -138,6 +140,7 @@ export function runConfig(v: FlagValues): RunConfig {
     kubeconfig: (v.kubeconfig as string | undefined) || undefined,
     watchNamespace: (v['watch-namespace'] as string) || undefined,
     syncPeriodMs: v['sync-period'] as number,
+    defaultScaleDownDelayMs: v['default-scale-down-delay'] as number,
     ownNamespace: v['leader-election-namespace'] as string,
     leaderElection: leaderElect
       ? {
@@ -363,6 +366,12 @@ export async function startPaddock(
     githubBaseUrl: config.podDefaults.runnerGitHubUrl,
     registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
     ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
+  });
+  new HorizontalRunnerAutoscalerReconciler({
+    manager,
+    github: clients,
+    defaultScaleDownDelayMs: config.defaultScaleDownDelayMs,
+    ...watched,
   });
   new VolumeRetentionReconcilers({
     manager,

@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import {
+  HORIZONTAL_RUNNER_AUTOSCALERS,
+  type HorizontalRunnerAutoscaler,
+  RUNNER_DEPLOYMENTS,
+  RUNNERS,
+  type Runner,
+  type RunnerDeployment,
+} from '../src/api/index.ts';
+import type { Paddock } from '../src/cli/run.ts';
+import { resourcePath } from '../src/runtime/informer.ts';
+import { KubeHttp, PATCH_CONTENT_TYPES } from '../src/runtime/kube-http.ts';
+import { EVENTS, PODS } from '../src/runtime/resources.ts';
+import { GitHubDouble } from '../src/testenv/github-double/index.ts';
+import { eventually, namespaceFixture } from './support/cluster.ts';
+import { deleteTestWebhookConfiguration, startTestPaddock } from './support/paddock.ts';
+
+/**
+ * HorizontalRunnerAutoscaler → RunnerDeployment on the real control plane (issue 12): reservations,
+ * the scale-down delay (paddock comes back by itself when it ends), scheduled overrides, a
+ * malformed spec, and PercentageRunnersBusy from the runners GitHub lists. No kubelet: the pods are
+ * never started; the scale decisions do not need them.
+ */
+
+const rfc = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+describe('HorizontalRunnerAutoscaler', () => {
+  const ns = namespaceFixture('t-hra');
+  const double = new GitHubDouble();
+  const logLines: string[] = [];
+  let http: KubeHttp;
+  let paddock: Paddock | undefined;
+
+  before(async () => {
+    double.cacheMaxAgeSeconds = 1;
+    await double.start();
+    double.addOrg('acme');
+    const { token } = double.addToken();
+    http = new KubeHttp(ns.cluster.kubeConfig);
+    ({ paddock } = await startTestPaddock({
+      kubeConfig: ns.cluster.kubeConfig,
+      namespace: ns.name,
+      env: { GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl },
+      // No resync during the test: what happens with time alone, paddock must come back for itself.
+      flags: ['--sync-period', '10m'],
+      logLines,
+    }));
+    await http.request('POST', resourcePath(RUNNER_DEPLOYMENTS, ns.name), {
+      body: {
+        apiVersion: 'actions.summerwind.dev/v1alpha1',
+        kind: 'RunnerDeployment',
+        metadata: { name: 'ci' },
+        spec: { template: { spec: { organization: 'acme', labels: ['linux'] } } },
+      },
+    });
+  });
+
+  after(async () => {
+    await paddock?.stop();
+    await deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name);
+    await http
+      ?.request('DELETE', resourcePath(PODS, ns.name), { query: { gracePeriodSeconds: 0 } })
+      .catch(() => undefined);
+    http?.close();
+    await double.stop();
+  });
+
+  const rd = () => http.request<RunnerDeployment>('GET', resourcePath(RUNNER_DEPLOYMENTS, ns.name, 'ci'));
+  const hra = () =>
+    http.request<HorizontalRunnerAutoscaler>(
+      'GET',
+      resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, ns.name, 'ci'),
+    );
+  const patchHra = (spec: Record<string, unknown>) =>
+    http.request('PATCH', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, ns.name, 'ci'), {
+      body: { spec },
+      contentType: PATCH_CONTENT_TYPES.merge,
+    });
+  const waitFor = <T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000) =>
+    eventually(what, fn, timeoutMs, 200).catch(async (e) => {
+      const tail = logLines.filter((l) => /"level":"(info|warn|error)"/.test(l)).slice(-20);
+      const r = await rd().catch(() => undefined);
+      const h = await hra().catch(() => undefined);
+      throw new Error(
+        `${(e as Error).message}\nRD spec: ${JSON.stringify(r?.spec.replicas)} ${r?.spec.effectiveTime}\nHRA: ${JSON.stringify(h?.spec)} ${JSON.stringify(h?.status)}\n${tail.join('')}`,
+      );
+    });
+  const replicas = (n: number) =>
+    waitFor(`the deployment at ${n} replicas`, async () => (await rd()).spec.replicas === n);
+
+  test('reservations add replicas within the bounds; the scale-down waits for the delay, then happens by itself', async () => {
+    const now = Date.now();
+    await http.request('POST', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, ns.name), {
+      body: {
+        apiVersion: 'actions.summerwind.dev/v1alpha1',
+        kind: 'HorizontalRunnerAutoscaler',
+        metadata: { name: 'ci' },
+        spec: {
+          scaleTargetRef: { kind: 'RunnerDeployment', name: 'ci' },
+          minReplicas: 1,
+          maxReplicas: 5,
+          scaleDownDelaySecondsAfterScaleOut: 3,
+          scaleUpTriggers: [{ githubEvent: { workflowJob: {} }, duration: '30m' }],
+          capacityReservations: [
+            { name: 'job-1', effectiveTime: rfc(now), expirationTime: rfc(now + 3_600_000), replicas: 2 },
+            {
+              name: 'job-0',
+              effectiveTime: rfc(now - 7_200_000),
+              expirationTime: rfc(now - 3_600_000),
+              replicas: 9,
+            },
+          ],
+        },
+      },
+    });
+    await replicas(3);
+    const scaled = await rd();
+    assert.equal(scaled.spec.effectiveTime, rfc(now), 'ephemeral runners: the newest reservation time');
+    const status = (await hra()).status;
+    assert.equal(status?.desiredReplicas, 3);
+    assert.ok(status?.lastSuccessfulScaleOutTime, 'a scale-out time');
+
+    await patchHra({ capacityReservations: [] });
+    // Held for the delay (3 s), then lowered without any further event.
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal((await rd()).spec.replicas, 3, 'held within the delay');
+    await replicas(1, 10_000);
+    assert.equal((await hra()).status?.desiredReplicas, 1);
+  });
+
+  test('an active scheduled override raises minReplicas and is summarised in the status', async () => {
+    const now = Date.now();
+    const end = now + 3_600_000;
+    await patchHra({
+      scheduledOverrides: [{ startTime: rfc(now - 60_000), endTime: rfc(end), minReplicas: 4 }],
+    });
+    await replicas(4);
+    await waitFor('the summary', async () =>
+      (await hra()).status?.scheduledOverridesSummary?.startsWith('min=1 time='),
+    );
+    await patchHra({ scheduledOverrides: null, scaleDownDelaySecondsAfterScaleOut: 0 });
+    await replicas(1);
+  });
+
+  test('a malformed spec: a Warning Event, the target left alone', async () => {
+    await patchHra({
+      metrics: [{ type: 'PercentageRunnersBusy' }, { type: 'PercentageRunnersBusy' }, { type: 'X' }],
+    });
+    await waitFor('a RunnerAutoscalingFailure Warning', async () => {
+      const events = await http.request<{ items: { reason?: string; type?: string; note?: string }[] }>(
+        'GET',
+        resourcePath(EVENTS, ns.name),
+      );
+      return events.items.find(
+        (e) =>
+          e.reason === 'RunnerAutoscalingFailure' &&
+          e.type === 'Warning' &&
+          /too many autoscaling metrics/.test(e.note ?? ''),
+      );
+    });
+    assert.equal((await rd()).spec.replicas, 1);
+  });
+
+  test('PercentageRunnersBusy: busy runners GitHub lists for the deployment scale it up', async () => {
+    await patchHra({
+      metrics: [{ type: 'PercentageRunnersBusy', scaleUpThreshold: '0.5', scaleUpAdjustment: 2 }],
+      scaleDownDelaySecondsAfterScaleOut: 600,
+    });
+    const runner = await waitFor('a Runner of the deployment', async () => {
+      const runners = await http.request<{ items: Runner[] }>('GET', resourcePath(RUNNERS, ns.name));
+      return runners.items.find(
+        (r) => r.metadata.labels?.['runner-deployment-name'] === 'ci' && !r.metadata.deletionTimestamp,
+      );
+    });
+    // The runner registers and takes a job (as its pod would).
+    const t = double.model.issueToken('orgs/acme', 'registration');
+    const registered = double.registerRunner({
+      registrationToken: t.token,
+      name: runner.metadata.name ?? '',
+    });
+    double.setRunnerBusy(registered.id, true);
+    // Pull metrics are looked at on every change of the HRA or its target, and each sync period.
+    await http.request('PATCH', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, ns.name, 'ci'), {
+      body: { metadata: { annotations: { poke: '1' } } },
+      contentType: PATCH_CONTENT_TYPES.merge,
+    });
+    // 1 busy of 1 ≥ 0.5: 1 + 2.
+    await replicas(3);
+  });
+});
