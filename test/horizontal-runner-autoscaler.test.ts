@@ -86,8 +86,8 @@ describe('HorizontalRunnerAutoscaler', () => {
         `${(e as Error).message}\nRD spec: ${JSON.stringify(r?.spec.replicas)} ${r?.spec.effectiveTime}\nHRA: ${JSON.stringify(h?.spec)} ${JSON.stringify(h?.status)}\n${tail.join('')}`,
       );
     });
-  const replicas = (n: number) =>
-    waitFor(`the deployment at ${n} replicas`, async () => (await rd()).spec.replicas === n);
+  const replicas = (n: number, timeoutMs?: number) =>
+    waitFor(`the deployment at ${n} replicas`, async () => (await rd()).spec.replicas === n, timeoutMs);
 
   test('reservations add replicas within the bounds; the scale-down waits for the delay, then happens by itself', async () => {
     const now = Date.now();
