@@ -28,6 +28,8 @@ interface ParentMemory {
   askedOwners: Map<string, number>;
   /** Pod UID → until. */
   askedPods: Map<string, number>;
+  /** Owner UID → until: deleted, and the cache may not show it yet. */
+  deletedOwners: Map<string, number>;
 }
 
 const shown = (o: KubeObject | undefined) =>
@@ -44,7 +46,7 @@ export class OwnerSyncMemory {
   private of(parent: string): ParentMemory {
     let m = this.parents.get(parent);
     if (!m) {
-      m = { askedOwners: new Map(), askedPods: new Map() };
+      m = { askedOwners: new Map(), askedPods: new Map(), deletedOwners: new Map() };
       this.parents.set(parent, m);
     }
     return m;
@@ -81,6 +83,17 @@ export class OwnerSyncMemory {
     this.of(parent).askedPods.set(podUid, this.clock.now() + ASKED_MEMORY_MS);
   }
 
+  /** A DELETE of this owner went through; until the cache shows it, rounds treat it as being deleted. */
+  rememberDeletedOwner(parent: string, ownerUid: string): void {
+    this.of(parent).deletedOwners.set(ownerUid, this.clock.now() + ASKED_MEMORY_MS);
+  }
+
+  /** Deleted moments ago, and the cached owner does not show its deletion yet (not deleted twice). */
+  ownerDeletedRecently(parent: string, owner: KubeObject): boolean {
+    const until = this.parents.get(parent)?.deletedOwners.get(owner.metadata.uid ?? '');
+    return until !== undefined && this.clock.now() < until && !owner.metadata.deletionTimestamp;
+  }
+
   /** Asked moments ago, and the cached object does not show the request yet. */
   ownerAskedRecently(parent: string, owner: KubeObject): boolean {
     return this.pending(this.parents.get(parent)?.askedOwners, owner.metadata.name ?? '', owner);
@@ -107,6 +120,11 @@ export class OwnerSyncMemory {
     }
     for (const [uid, until] of m.askedPods) {
       if (now >= until || shown(podByUid.get(uid))) m.askedPods.delete(uid);
+    }
+    const ownerByUid = new Map(owners.map((o) => [o.metadata.uid ?? '', o]));
+    for (const [uid, until] of m.deletedOwners) {
+      const o = ownerByUid.get(uid);
+      if (now >= until || !o || o.metadata.deletionTimestamp) m.deletedOwners.delete(uid);
     }
   }
 }

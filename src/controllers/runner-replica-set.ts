@@ -161,7 +161,7 @@ export class RunnerReplicaSetReconciler {
         name: runner.metadata.name ?? '',
         createdAt: Date.parse(runner.metadata.creationTimestamp ?? '') || 0,
         templateHash: runner.metadata.labels?.[LABEL_TEMPLATE_HASH],
-        deleting: Boolean(runner.metadata.deletionTimestamp),
+        deleting: Boolean(runner.metadata.deletionTimestamp) || this.memory.ownerDeletedRecently(key, runner),
         annotations,
         // A Runner always has one pod (the Runner controller creates it at once), unless it is
         // leaving: then it gets no new one, so the pods it has are all it will have.
@@ -248,9 +248,15 @@ export class RunnerReplicaSetReconciler {
       case 'delete-owner':
         try {
           // The Runner controller deletes its pod, whose finalizer unregisters gracefully.
-          await this.http.request('DELETE', resourcePath(RUNNERS, namespace, action.owner), {
-            body: { propagationPolicy: 'Background' },
-          });
+          const deleted = await this.http.request<KubeObject>(
+            'DELETE',
+            resourcePath(RUNNERS, namespace, action.owner),
+            {
+              body: { propagationPolicy: 'Background' },
+            },
+          );
+          // The next round may start before the cache shows it: a second DELETE would be a wasted write.
+          if (deleted?.metadata?.uid) this.memory.rememberDeletedOwner(key, deleted.metadata.uid);
           ctx.log.info({ runner: action.owner, reason: action.reason }, 'deleted Runner');
         } catch (err) {
           if (!isNotFound(err)) throw err;
