@@ -187,5 +187,20 @@ describe('HorizontalRunnerAutoscaler', () => {
     });
     // 1 busy of 1 ≥ 0.5: 1 + 2.
     await replicas(3);
+    // ARC's gauges, with the figures of that evaluation.
+    const metrics = await paddock!.manager.metrics.registry.metrics();
+    const series = (name: string) =>
+      new RegExp(
+        `${name}\\{horizontalrunnerautoscaler="ci",namespace="${ns.name}"[^}]*kind="runnerdeployment",name="ci"\\} (\\d+)`,
+      ).exec(metrics)?.[1];
+    assert.equal(series('horizontalrunnerautoscaler_runners_busy'), '1');
+    assert.equal(series('horizontalrunnerautoscaler_runners_registered'), '1');
+    assert.equal(series('horizontalrunnerautoscaler_replicas_desired'), '3');
+    assert.match(
+      metrics,
+      new RegExp(
+        `horizontalrunnerautoscaler_spec_max_replicas\\{horizontalrunnerautoscaler="ci",namespace="${ns.name}"\\} 5`,
+      ),
+    );
   });
 });

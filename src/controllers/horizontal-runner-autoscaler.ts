@@ -22,6 +22,7 @@ import { mergePatch } from '../runtime/objects.ts';
 import { PODS } from '../runtime/resources.ts';
 import { type LabelSelector, selectorMatches } from '../runtime/selector.ts';
 import { objectKey, splitKey } from '../runtime/store.ts';
+import { AutoscalerMetrics, type MetricTarget } from './autoscaler-metrics.ts';
 import {
   AutoscalingError,
   afterPrimary,
@@ -103,6 +104,7 @@ export class HorizontalRunnerAutoscalerReconciler {
   private readonly opts: HorizontalRunnerAutoscalerOptions;
   /** Per HRA: what its workflow runs looked like last time (jobs listed again only for changed runs). */
   private readonly demand = new Map<string, WorkflowDemand>();
+  private readonly metrics: AutoscalerMetrics;
 
   constructor(opts: HorizontalRunnerAutoscalerOptions) {
     const m = opts.manager;
@@ -110,6 +112,7 @@ export class HorizontalRunnerAutoscalerReconciler {
     this.http = m.http;
     this.clock = m.clock;
     this.events = m.events;
+    this.metrics = new AutoscalerMetrics(m.metrics.registry);
     const ns = opts.namespace ? { namespace: opts.namespace } : {};
     this.hras = m.informer<HorizontalRunnerAutoscaler>(HORIZONTAL_RUNNER_AUTOSCALERS, ns);
     this.deployments = m.informer<RunnerDeployment>(RUNNER_DEPLOYMENTS, ns);
@@ -142,8 +145,12 @@ export class HorizontalRunnerAutoscalerReconciler {
     const hra = this.hras.store.get(key);
     if (!hra || hra.metadata.deletionTimestamp) {
       this.demand.delete(key);
+      const { namespace, name } = splitKey(key);
+      this.metrics.forget({ namespace: namespace ?? '', name });
       return undefined;
     }
+    const id = { namespace: hra.metadata.namespace ?? '', name: hra.metadata.name ?? '' };
+    this.metrics.specReplicas(id, hra.spec.minReplicas ?? undefined, hra.spec.maxReplicas ?? undefined);
     const target = this.targetOf(hra);
     if (!target) {
       ctx.log.debug('scale target not found (or being deleted)');
@@ -218,6 +225,7 @@ export class HorizontalRunnerAutoscalerReconciler {
       now,
     });
     if (update) {
+      if (update.desiredReplicas !== undefined) this.metrics.desiredReplicas(id, update.desiredReplicas);
       const body: Record<string, unknown> = { ...update };
       if (update.lastSuccessfulScaleOutTime !== undefined) {
         body.lastSuccessfulScaleOutTime = rfc3339(update.lastSuccessfulScaleOutTime);
@@ -283,14 +291,18 @@ export class HorizontalRunnerAutoscalerReconciler {
           )
           .map((p) => p.metadata.name ?? ''),
       );
+      let registered = 0;
       let busy = 0;
+      let leavingBusy = 0;
       for (const r of snapshot.runners) {
         if (!names.has(r.name)) continue;
-        if (r.busy || terminatingBusy.has(r.name)) busy++;
+        registered++;
+        if (r.busy) busy++;
+        else if (terminatingBusy.has(r.name)) leavingBusy++;
         terminatingBusy.delete(r.name);
       }
-      busy += terminatingBusy.size;
-      return busyRatioReplicas(
+      leavingBusy += terminatingBusy.size;
+      const desired = busyRatioReplicas(
         {
           scaleUpThreshold: m.scaleUpThreshold ?? undefined,
           scaleDownThreshold: m.scaleDownThreshold ?? undefined,
@@ -299,9 +311,17 @@ export class HorizontalRunnerAutoscalerReconciler {
           scaleUpAdjustment: m.scaleUpAdjustment ?? undefined,
           scaleDownAdjustment: m.scaleDownAdjustment ?? undefined,
         },
-        busy,
+        busy + leavingBusy,
         before,
       );
+      this.metrics.busyRatio(this.id(hra), metricTarget(target), {
+        desired,
+        runners: names.size,
+        registered,
+        busy,
+        terminatingBusy: leavingBusy,
+      });
+      return desired;
     }
     const repos = reposOf(target, m.repositoryNames ?? undefined);
     let demand = this.demand.get(key);
@@ -311,6 +331,7 @@ export class HorizontalRunnerAutoscalerReconciler {
     }
     const count = await demand.count(repos, target.spec.labels ?? [], { signal: ctx.signal });
     ctx.log.debug({ ...count }, 'workflow demand');
+    this.metrics.workflowRuns(this.id(hra), metricTarget(target), count);
     return count.necessary;
   }
 
@@ -332,6 +353,10 @@ export class HorizontalRunnerAutoscalerReconciler {
       if (end > now) due.push(end);
     }
     return due.length > 0 ? Math.min(...due) : undefined;
+  }
+
+  private id(hra: HorizontalRunnerAutoscaler): { namespace: string; name: string } {
+    return { namespace: hra.metadata.namespace ?? '', name: hra.metadata.name ?? '' };
   }
 
   private scaleDownDelayMs(hra: HorizontalRunnerAutoscaler): number {
@@ -423,6 +448,16 @@ export class HorizontalRunnerAutoscalerReconciler {
       action: 'Reconcile',
     });
   }
+}
+
+function metricTarget(t: Target): MetricTarget {
+  return {
+    enterprise: t.spec.enterprise,
+    organization: t.spec.organization,
+    repository: t.spec.repository,
+    kind: t.kind,
+    name: t.object.metadata.name ?? '',
+  };
 }
 
 function rfc3339(ms: number): string {
