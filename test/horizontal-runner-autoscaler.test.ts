@@ -11,10 +11,10 @@ import {
 import type { Paddock } from '../src/cli/run.ts';
 import { resourcePath } from '../src/runtime/informer.ts';
 import { KubeHttp, PATCH_CONTENT_TYPES } from '../src/runtime/kube-http.ts';
-import { EVENTS, PODS } from '../src/runtime/resources.ts';
+import { EVENTS } from '../src/runtime/resources.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
-import { deleteTestWebhookConfiguration, startTestPaddock } from './support/paddock.ts';
+import { startTestPaddock, stopTestFleet } from './support/paddock.ts';
 
 /**
  * HorizontalRunnerAutoscaler → RunnerDeployment on the real control plane (issue 12): reservations,
@@ -56,15 +56,9 @@ describe('HorizontalRunnerAutoscaler', () => {
     });
   });
 
-  after(async () => {
-    await paddock?.stop();
-    await deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name);
-    await http
-      ?.request('DELETE', resourcePath(PODS, ns.name), { query: { gracePeriodSeconds: 0 } })
-      .catch(() => undefined);
-    http?.close();
-    await double.stop();
-  });
+  after(() =>
+    stopTestFleet({ kubeConfig: ns.cluster.kubeConfig, namespace: ns.name, paddock, http, double }),
+  );
 
   const rd = () => http.request<RunnerDeployment>('GET', resourcePath(RUNNER_DEPLOYMENTS, ns.name, 'ci'));
   const hra = () =>

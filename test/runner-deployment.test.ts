@@ -17,7 +17,7 @@ import type { KubeObject } from '../src/runtime/store.ts';
 import { NodeAgent, type NodeAgentEvent, type PodObject } from '../src/sandbox/node-agent.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
-import { deleteTestWebhookConfiguration, startTestPaddock } from './support/paddock.ts';
+import { startTestPaddock, stopTestFleet } from './support/paddock.ts';
 
 /**
  * RunnerDeployment → RunnerReplicaSet → Runner → pod end to end (issue 11): a real API server and
@@ -64,17 +64,9 @@ describe('RunnerDeployment', () => {
     await agent.start();
   });
 
-  after(async () => {
-    await agent?.stop();
-    await paddock?.stop();
-    await deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name);
-    // Pods would wait for a kubelet forever: force them out so the namespace can go.
-    await http
-      ?.request('DELETE', resourcePath(PODS, ns.name), { query: { gracePeriodSeconds: 0 } })
-      .catch(() => undefined);
-    http?.close();
-    await double.stop();
-  });
+  after(() =>
+    stopTestFleet({ kubeConfig: ns.cluster.kubeConfig, namespace: ns.name, agent, paddock, http, double }),
+  );
 
   const list = async <T extends KubeObject>(ref: Parameters<typeof resourcePath>[0]) =>
     (await http.request<{ items: T[] }>('GET', resourcePath(ref, ns.name))).items;

@@ -9,7 +9,7 @@ import type { KubeObject } from '../src/runtime/store.ts';
 import { NodeAgent, type NodeAgentEvent, type PodObject } from '../src/sandbox/node-agent.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
-import { deleteTestWebhookConfiguration, startTestPaddock } from './support/paddock.ts';
+import { startTestPaddock, stopTestFleet } from './support/paddock.ts';
 
 /**
  * A Runner of its own (no replica set) on the real control plane: its pod, the ServiceAccount, Role
@@ -58,16 +58,9 @@ describe('Runner', () => {
     await agent.start();
   });
 
-  after(async () => {
-    await agent?.stop();
-    await paddock?.stop();
-    await deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name);
-    await http
-      ?.request('DELETE', resourcePath(PODS, ns.name), { query: { gracePeriodSeconds: 0 } })
-      .catch(() => undefined);
-    http?.close();
-    await double.stop();
-  });
+  after(() =>
+    stopTestFleet({ kubeConfig: ns.cluster.kubeConfig, namespace: ns.name, agent, paddock, http, double }),
+  );
 
   const get = <T>(ref: Parameters<typeof resourcePath>[0], name: string) =>
     http.request<T>('GET', resourcePath(ref, ns.name, name)).catch(() => undefined);

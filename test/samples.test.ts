@@ -13,7 +13,7 @@ import type { KubeObject } from '../src/runtime/store.ts';
 import { NodeAgent, type PodObject } from '../src/sandbox/node-agent.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
-import { deleteTestWebhookConfiguration, startTestPaddock } from './support/paddock.ts';
+import { startTestPaddock, stopTestFleet } from './support/paddock.ts';
 
 /**
  * Every manifest in config/samples/ (ARC's documented RunnerDeployment shapes) applied unchanged to a
@@ -98,17 +98,9 @@ describe('config/samples apply unchanged and register runners', () => {
     await agent.start();
   });
 
-  after(async () => {
-    await agent?.stop();
-    await paddock?.stop();
-    await deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name);
-    // Pods would wait for a kubelet forever: force them out so the namespace can go.
-    await http
-      ?.request('DELETE', resourcePath(PODS, ns.name), { query: { gracePeriodSeconds: 0 } })
-      .catch(() => undefined);
-    http?.close();
-    await double.stop();
-  });
+  after(() =>
+    stopTestFleet({ kubeConfig: ns.cluster.kubeConfig, namespace: ns.name, agent, paddock, http, double }),
+  );
 
   for (const { file, doc } of samples()) {
     test(`${file}: ${doc.kind} ${doc.metadata.name}`, async () => {

@@ -2,8 +2,10 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { parseFlags } from '../../src/cli/flags.ts';
 import { type Paddock, runConfig, startPaddock } from '../../src/cli/run.ts';
 import { RUN_FLAGS } from '../../src/cli/run-flags.ts';
+import { resourcePath } from '../../src/runtime/informer.ts';
 import { KubeHttp } from '../../src/runtime/kube-http.ts';
 import { createLogger } from '../../src/runtime/log.ts';
+import { PODS } from '../../src/runtime/resources.ts';
 import {
   DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
   DEFAULT_WEBHOOK_CONFIGURATION_NAME,
@@ -87,4 +89,27 @@ export async function deleteTestWebhookConfiguration(
   } finally {
     http.close();
   }
+}
+
+/**
+ * Stops what a fleet test started, in order, whatever of it did start: the simulated kubelet,
+ * paddock, its webhook configurations, the pods (no kubelet will ever finish them, and the namespace
+ * cannot go while they stay), the API client and the GitHub double.
+ */
+export async function stopTestFleet(parts: {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  agent?: { stop(): Promise<void> } | undefined;
+  paddock?: Paddock | undefined;
+  http?: KubeHttp | undefined;
+  double: { stop(): Promise<void> };
+}): Promise<void> {
+  await parts.agent?.stop();
+  await parts.paddock?.stop();
+  await deleteTestWebhookConfiguration(parts.kubeConfig, parts.namespace);
+  await parts.http
+    ?.request('DELETE', resourcePath(PODS, parts.namespace), { query: { gracePeriodSeconds: 0 } })
+    .catch(() => undefined);
+  parts.http?.close();
+  await parts.double.stop();
 }
