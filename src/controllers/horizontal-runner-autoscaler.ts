@@ -15,7 +15,7 @@ import type { Clock } from '../runtime/clock.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import type { EventRecorder } from '../runtime/events.ts';
-import type { Informer, ResourceRef } from '../runtime/informer.ts';
+import { type Informer, predicates, type ResourceRef } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { mergePatch } from '../runtime/objects.ts';
@@ -136,9 +136,10 @@ export class HorizontalRunnerAutoscalerReconciler {
         reconcile: (req, ctx) => this.reconcile(req.key, ctx),
       })
       .watchFor(this.hras)
-      // A target created after its HRA, or whose labels or scope change.
-      .watchMapped(this.deployments, hrasOf('RunnerDeployment'))
-      .watchMapped(this.runnerSets, hrasOf('RunnerSet'));
+      // A target created after its HRA, or whose spec changes. Not its status: a deployment's figures
+      // change every second at scale, and each pass may send a pull metric's requests to GitHub.
+      .watchMapped(this.deployments, hrasOf('RunnerDeployment'), [predicates.specOrMetadataChanged])
+      .watchMapped(this.runnerSets, hrasOf('RunnerSet'), [predicates.specOrMetadataChanged]);
   }
 
   async reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
