@@ -9,6 +9,7 @@ import {
   matchSchedule,
   metricTypes,
   minReplicasAt,
+  parseGoDuration,
   scheduledOverridesSummary,
   statusUpdate,
   supportedMetric,
@@ -108,6 +109,26 @@ describe('matchSchedule', () => {
     assert.equal(goDuration(90_000), '1m30s');
     assert.equal(goDuration(1500), '1.5s');
     assert.equal(goDuration(0), '0s');
+  });
+
+  test('parseGoDuration reads what time.ParseDuration reads, and nothing else', () => {
+    const cases: [string | undefined, number | undefined][] = [
+      ['30m', 30 * 60_000],
+      ['1h30m', 90 * 60_000],
+      ['1.5h', 90 * 60_000],
+      ['90s', 90_000],
+      ['500ms', 500],
+      ['-5s', -5000],
+      ['0', 0],
+      ['', undefined],
+      [undefined, undefined],
+      ['30', undefined],
+      ['30 m', undefined],
+      ['m', undefined],
+      ['1d', undefined],
+      ['1h junk', undefined],
+    ];
+    for (const [text, ms] of cases) assert.equal(parseGoDuration(text), ms, String(text));
   });
 });
 

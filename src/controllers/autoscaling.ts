@@ -40,6 +40,34 @@ export function goDuration(ms: number): string {
   return `${sign}${secs}`;
 }
 
+/**
+ * A Go duration (`30m`, `1h30m`, `1.5h`, `-5s`) in ms, as `time.ParseDuration` reads it;
+ * undefined when absent or unreadable.
+ */
+export function parseGoDuration(v: string | null | undefined): number | undefined {
+  if (!v) return undefined;
+  const units: Record<string, number> = {
+    ns: 1e-6,
+    us: 1e-3,
+    µs: 1e-3,
+    ms: 1,
+    s: 1000,
+    m: 60_000,
+    h: 3_600_000,
+  };
+  const sign = v.startsWith('-') ? -1 : 1;
+  const body = v.replace(/^[-+]/, '');
+  if (body === '0') return 0;
+  let total = 0;
+  let consumed = 0;
+  for (const m of body.matchAll(/(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)/g)) {
+    if (m.index !== consumed) return undefined;
+    total += Number(m[1]) * units[m[2]!]!;
+    consumed += m[0].length;
+  }
+  return consumed === body.length && consumed > 0 ? sign * total : undefined;
+}
+
 /** `t` plus `n` steps of `freq` by the calendar (months and years normalise as Go's `time.Date`). */
 function addCalendar(t: number, freq: Frequency, n: number): number {
   const d = new Date(t);

@@ -3,8 +3,11 @@ import { describe, test } from 'node:test';
 import {
   DEFAULT_TRIGGER_DURATION_MS as D,
   jobFitsLabels,
+  planRepair,
   planReservations,
   type Reservation,
+  reservationName,
+  reservedJob,
   scaleTargetKeys,
 } from './capacity-reservations.ts';
 
@@ -44,6 +47,45 @@ describe('planReservations', () => {
       undefined,
     );
     assert.deepEqual(names(after), ['job-1', 'job-3']);
+  });
+
+  test('a reservation names its job and repository; ops match by job ID alone', () => {
+    assert.equal(reservationName(7, 'octo/app'), 'job-7@octo/app');
+    assert.deepEqual(reservedJob('job-7@octo/app'), { jobId: 7, repo: 'octo/app' });
+    assert.deepEqual(reservedJob('job-7'), { jobId: 7 });
+    for (const other of [
+      undefined,
+      '',
+      'office-hours',
+      'job-x',
+      'job-7@octo',
+      'job-7@a/b/c',
+      'job-7@a/b c',
+    ]) {
+      assert.equal(reservedJob(other), undefined, String(other));
+    }
+    const held = planReservations(
+      [],
+      [{ jobId: 7, repo: 'octo/app', action: 'queued', durationMs: D }],
+      NOW,
+      undefined,
+    );
+    assert.deepEqual(names(held), ['job-7@octo/app']);
+    // A completion without the repository (or a redelivery with it) finds the same reservation.
+    assert.deepEqual(
+      planReservations(held, [{ jobId: 7, action: 'queued', durationMs: D }], NOW, undefined),
+      held,
+    );
+    assert.deepEqual(
+      planReservations(held, [{ jobId: 7, action: 'completed', durationMs: D }], NOW, undefined),
+      [],
+    );
+    // A reservation a person named is not released by someone else's completion.
+    const manual = [{ name: 'office-hours', effectiveTime: NOW, expirationTime: NOW + D, replicas: 3 }];
+    assert.deepEqual(
+      planReservations(manual, [{ jobId: 8, action: 'completed', durationMs: D }], NOW, undefined),
+      manual,
+    );
   });
 
   test("ARC's unnamed reservations are released oldest first by completions of jobs without one", () => {
@@ -107,5 +149,50 @@ describe('scale target keys and labels', () => {
     assert.equal(jobFitsLabels(['self-hosted', 'arm64'], ['linux']), false);
     assert.equal(jobFitsLabels([], []), true);
     assert.equal(jobFitsLabels(['Self-Hosted'], []), false, 'only the exact self-hosted is implied');
+  });
+});
+
+describe('planRepair', () => {
+  const held = (jobId: number, repo: string | undefined, at = NOW - 5 * 60_000) => ({
+    name: reservationName(jobId, repo),
+    effectiveTime: at,
+    expirationTime: at + D * 3,
+    replicas: 1,
+  });
+  const base = { listedRepos: new Set(['o/a']), now: NOW, graceMs: 120_000, durationMs: D };
+
+  test('releases reservations of jobs listed as finished; adds missed queued and running jobs routed here', () => {
+    const ops = planRepair({
+      ...base,
+      reservations: [held(1, 'o/a'), held(2, 'o/a'), held(3, 'o/a')],
+      jobs: [
+        { id: 2, repo: 'o/a', status: 'in_progress', routesHere: true },
+        { id: 3, repo: 'o/a', status: 'completed', routesHere: true },
+        { id: 4, repo: 'o/a', status: 'queued', routesHere: true },
+        { id: 5, repo: 'o/a', status: 'in_progress', routesHere: true },
+        { id: 6, repo: 'o/a', status: 'queued', routesHere: false },
+      ],
+    });
+    assert.deepEqual(
+      ops.map((o) => `${o.action}:${o.jobId}`),
+      ['completed:1', 'completed:3', 'queued:4', 'queued:5'],
+    );
+    assert.ok(ops.every((o) => o.repo === 'o/a' && o.durationMs === D));
+  });
+
+  test('judges nothing it did not list or cannot place, and leaves young reservations alone', () => {
+    const ops = planRepair({
+      ...base,
+      reservations: [
+        held(1, 'o/other'), // a repository not listed this pass
+        held(2, undefined), // no repository in its name (made before it was recorded)
+        held(3, 'o/a', NOW - 30_000), // younger than the grace period
+        { effectiveTime: NOW - 600_000, expirationTime: NOW + D, replicas: 1 }, // ARC's, unnamed
+        { name: 'office-hours', effectiveTime: NOW - 600_000, expirationTime: NOW + D, replicas: 2 },
+        held(4, 'o/a', NOW - D * 4), // already expired: the next write drops it anyway
+      ],
+      jobs: [],
+    });
+    assert.deepEqual(ops, []);
   });
 });

@@ -38,10 +38,12 @@ import {
   supportedMetric,
   targetPatch,
 } from './autoscaling.ts';
+import { reservationsFromSpec } from './capacity-reservations.ts';
 import {
   ANNOTATION_UNREGISTRATION_FAILURE,
   LABEL_RUNNER_DEPLOYMENT_NAME,
   LABEL_RUNNERSET_NAME,
+  rfc3339,
 } from './constants.ts';
 import type { GitHubClientSource, PodObject } from './runner-pod.ts';
 
@@ -461,10 +463,6 @@ function metricTarget(t: Target): MetricTarget {
   };
 }
 
-function rfc3339(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
-}
-
 function overridesOf(hra: HorizontalRunnerAutoscaler): ScheduledOverride[] {
   return (hra.spec.scheduledOverrides ?? []).map((o) => ({
     startTime: time(o.startTime) ?? 0,
@@ -476,12 +474,7 @@ function overridesOf(hra: HorizontalRunnerAutoscaler): ScheduledOverride[] {
 }
 
 function reservationsOf(hra: HorizontalRunnerAutoscaler) {
-  return (hra.spec.capacityReservations ?? []).map((r) => ({
-    name: r.name ?? undefined,
-    effectiveTime: time(r.effectiveTime),
-    expirationTime: time(r.expirationTime),
-    replicas: r.replicas ?? undefined,
-  }));
+  return reservationsFromSpec(hra.spec.capacityReservations);
 }
 
 /** The repositories TotalNumberOfQueuedAndInProgressWorkflowRuns looks at (spec §7.2.1 step 1). */

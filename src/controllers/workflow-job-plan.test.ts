@@ -31,7 +31,11 @@ describe('planWorkflowJob', () => {
     assert.deepEqual(d, {
       status: 200,
       body: 'scaled repo by 1',
-      scale: { namespace: 'ns', name: 'repo', op: { jobId: 42, action: 'queued', durationMs: 30 * 60_000 } },
+      scale: {
+        namespace: 'ns',
+        name: 'repo',
+        op: { jobId: 42, repo: 'acme/app', action: 'queued', durationMs: 30 * 60_000 },
+      },
     });
   });
 

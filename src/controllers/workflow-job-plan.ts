@@ -161,7 +161,12 @@ export function planWorkflowJob(input: {
     scale: {
       namespace: found.hra.namespace,
       name: found.hra.name,
-      op: { jobId: job.id, action: p.action, durationMs: found.durationMs },
+      op: {
+        jobId: job.id,
+        repo: `${p.repository.owner.login}/${p.repository.name}`,
+        action: p.action,
+        durationMs: found.durationMs,
+      },
     },
   };
 }

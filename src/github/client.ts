@@ -120,6 +120,24 @@ const jobListSchema = z.object({
   ),
 });
 
+const runnerGroupListSchema = z.object({
+  runner_groups: z.array(
+    z.object({
+      name: z.string(),
+      default: z.boolean().nullish(),
+      inherited: z.boolean().nullish(),
+    }),
+  ),
+});
+
+/** A runner group a repository may use (spec §7.5.3 step 4). */
+export interface VisibleRunnerGroup {
+  name: string;
+  default: boolean;
+  /** Shared with the organization by its enterprise. */
+  inherited: boolean;
+}
+
 export interface WorkflowRunSummary {
   id: number;
   status: string;
@@ -371,6 +389,36 @@ export class GitHubClient implements RunnerPageLister {
       hasNext: /rel="next"/.test(res.headers.link ?? ''),
       notModified: res.notModified,
     };
+  }
+
+  /**
+   * The organization's runner groups that `repo` may use (`visible_to_repository`), conditionally
+   * (an unchanged page costs no budget). Throws GitHubApiError.
+   */
+  async listRunnerGroupsVisibleTo(
+    org: string,
+    repo: string,
+    options: CallOptions = {},
+  ): Promise<VisibleRunnerGroup[]> {
+    const route = 'GET /orgs/{org}/actions/runner-groups';
+    const groups: VisibleRunnerGroup[] = [];
+    for (let page = 1; page <= 100; page++) {
+      const res = await this.transport.request<unknown>({
+        kind: 'read',
+        route,
+        params: { org, visible_to_repository: repo, per_page: 100, page },
+        conditional: true,
+        waitForBudget: options.waitForBudget,
+        signal: options.signal,
+      });
+      const parsed = runnerGroupListSchema.safeParse(res.data);
+      if (!parsed.success) throw unreadable(route, res.status, 'runner group list', parsed.error);
+      for (const g of parsed.data.runner_groups) {
+        groups.push({ name: g.name, default: g.default === true, inherited: g.inherited === true });
+      }
+      if (!/rel="next"/.test(res.headers.link ?? '')) break;
+    }
+    return groups;
   }
 
   /** One page of a workflow run's jobs, conditionally. Throws GitHubApiError. */

@@ -42,6 +42,11 @@ export interface DemandCount {
 
 const MAX_PAGES = 100;
 
+export interface RepoJob extends WorkflowJobSummary {
+  owner: string;
+  repo: string;
+}
+
 /**
  * Whether a job counts for a target (ARC's pull-metric rule, case-sensitive unlike the webhook's):
  * it has labels, and every one but `self-hosted` is among the target's.
@@ -71,7 +76,28 @@ export class WorkflowDemand {
     targetLabels: readonly string[],
     options: CallOptions = {},
   ): Promise<DemandCount> {
-    const c: DemandCount = { necessary: 0, queued: 0, inProgress: 0, completed: 0, unknown: 0 };
+    const live = await this.liveJobs(repos, options);
+    const c: DemandCount = { ...live.runs, necessary: 0, queued: 0, inProgress: 0 };
+    for (const job of live.jobs) {
+      if (!jobCountsFor(job.labels, targetLabels)) continue;
+      if (job.status === 'in_progress') c.inProgress++;
+      else if (job.status === 'queued') c.queued++;
+      else if (job.status !== 'completed') c.unknown++;
+    }
+    c.necessary = c.queued + c.inProgress;
+    return c;
+  }
+
+  /**
+   * The jobs of the queued and in-progress runs of `repos` (any status: a run in progress has
+   * finished jobs too), and how many listed runs were completed or of an unknown status.
+   */
+  async liveJobs(
+    repos: readonly { owner: string; repo: string }[],
+    options: CallOptions = {},
+  ): Promise<{ jobs: RepoJob[]; runs: { completed: number; unknown: number } }> {
+    const jobs: RepoJob[] = [];
+    const runs = { completed: 0, unknown: 0 };
     const seen = new Set<string>();
     for (const { owner, repo } of repos) {
       for (const status of ['queued', 'in_progress']) {
@@ -82,19 +108,14 @@ export class WorkflowDemand {
             if (seen.has(key)) continue; // a run that moved from queued to in progress between lists
             seen.add(key);
             if (run.status === 'completed') {
-              c.completed++;
+              runs.completed++;
               continue;
             }
             if (run.status !== 'queued' && run.status !== 'in_progress') {
-              c.unknown++;
+              runs.unknown++;
               continue;
             }
-            for (const job of await this.jobsOf(owner, repo, run, options)) {
-              if (!jobCountsFor(job.labels, targetLabels)) continue;
-              if (job.status === 'in_progress') c.inProgress++;
-              else if (job.status === 'queued') c.queued++;
-              else if (job.status !== 'completed') c.unknown++;
-            }
+            for (const job of await this.jobsOf(owner, repo, run, options)) jobs.push({ ...job, owner, repo });
           }
           if (!p.hasNext) break;
         }
@@ -102,8 +123,7 @@ export class WorkflowDemand {
     }
     // Runs no longer queued or in progress need no memory.
     for (const k of this.jobs.keys()) if (!seen.has(k)) this.jobs.delete(k);
-    c.necessary = c.queued + c.inProgress;
-    return c;
+    return { jobs, runs };
   }
 
   private async jobsOf(

@@ -29,7 +29,7 @@ export function hasFinalizer(obj: KubeObject, finalizer: string): boolean {
   return (obj.metadata.finalizers ?? []).includes(finalizer);
 }
 
-function objectPath(
+export function objectPath(
   r: ResourceRef,
   obj: { metadata: { name?: string; namespace?: string } },
   sub?: string,

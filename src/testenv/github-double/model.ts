@@ -122,7 +122,10 @@ export class GitHubModel {
   readonly runners = new Map<number, RunnerRecord>();
   readonly tokens = new Map<string, IssuedToken>();
   readonly jitConfigs = new Map<string, number>();
-  readonly runnerGroups = new Map<number, { id: number; name: string }>([[1, { id: 1, name: 'Default' }]]);
+  /** Runner groups; `repositories` set: visible only to those repositories (`owner/repo`), else to all. */
+  readonly runnerGroups = new Map<number, { id: number; name: string; repositories?: string[] }>([
+    [1, { id: 1, name: 'Default' }],
+  ]);
   readonly runs = new Map<number, RunRecord>();
   readonly jobs = new Map<number, JobRecord>();
   /** Scopes that exist; unknown scopes answer 404 as GitHub does for missing orgs/repos. */
@@ -152,9 +155,9 @@ export class GitHubModel {
     return this.scopes.has(key);
   }
 
-  addRunnerGroup(name: string, id?: number): number {
+  addRunnerGroup(name: string, id?: number, repositories?: string[]): number {
     const gid = id ?? Math.max(...this.runnerGroups.keys()) + 1;
-    this.runnerGroups.set(gid, { id: gid, name });
+    this.runnerGroups.set(gid, { id: gid, name, ...(repositories ? { repositories } : {}) });
     return gid;
   }
 

@@ -807,19 +807,32 @@ export class GitHubDouble {
     }
 
     routes.push(
-      compile('GET', '/orgs/{org}/actions/runner-groups', ({ params, principal }) => {
+      compile('GET', '/orgs/{org}/actions/runner-groups', ({ params, principal, query, req }) => {
         const key = scopeKey({ kind: 'organization', org: params.org! });
         const authz = this.auth.authorizeScope(principal, key);
         if (!authz.ok) return problem(authz.status, authz.message);
         if (!this.model.hasScope(key)) return problem(404, 'Not Found');
-        const groups = [...this.model.runnerGroups.values()].map((g) => ({
-          id: g.id,
-          name: g.name,
-          visibility: 'all',
-          default: g.id === 1,
-          allows_public_repositories: false,
-        }));
-        return { status: 200, body: { total_count: groups.length, runner_groups: groups } };
+        // `visible_to_repository` takes a repository name within the organization.
+        const visibleTo = query.get('visible_to_repository');
+        const all = [...this.model.runnerGroups.values()].filter(
+          (g) => !visibleTo || !g.repositories || g.repositories.includes(`${params.org}/${visibleTo}`),
+        );
+        const page = paginate(all, query, this.linkBase(req));
+        return {
+          status: 200,
+          body: {
+            total_count: all.length,
+            runner_groups: page.items.map((g) => ({
+              id: g.id,
+              name: g.name,
+              visibility: g.repositories ? 'selected' : 'all',
+              default: g.id === 1,
+              inherited: false,
+              allows_public_repositories: false,
+            })),
+          },
+          ...(page.link ? { link: page.link } : {}),
+        };
       }),
     );
 
