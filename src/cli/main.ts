@@ -1,12 +1,14 @@
 import { UsageError } from './flags.ts';
 import { RUN_SUMMARY, runCommand, StartupError } from './run.ts';
 import { SANDBOX_SUMMARY, sandboxCommand } from './sandbox.ts';
+import { WEBHOOK_SERVER_SUMMARY, webhookServerCommand } from './webhook-server.ts';
 
 const USAGE = `Usage: paddock <command> [flags]
 
 Commands:
   sandbox   ${SANDBOX_SUMMARY.split('\n')[0]}
   run       ${RUN_SUMMARY.split('\n')[0]}
+  webhook-server  ${WEBHOOK_SERVER_SUMMARY.split('\n')[0]}
   help      show this text; \`paddock <command> --help\` explains a command's flags
 `;
 
@@ -19,6 +21,8 @@ export async function main(argv: string[]): Promise<number> {
         return await runCommand(rest);
       case 'sandbox':
         return await sandboxCommand(rest);
+      case 'webhook-server':
+        return await webhookServerCommand(rest);
       case undefined:
       case 'help':
       case '--help':

@@ -1,5 +1,33 @@
 import type { FlagSpec } from './flags.ts';
 
+/** The workflow_job webhook's flags other than its address (ARC's github-webhook-server names). */
+export const GITHUB_WEBHOOK_FLAGS: FlagSpec[] = [
+  {
+    group: 'workflow_job webhook',
+    name: 'github-webhook-secret-token',
+    type: 'string',
+    env: 'GITHUB_WEBHOOK_SECRET_TOKEN',
+    default: '',
+    help: 'secret of the GitHub webhook: deliveries must be signed with it (X-Hub-Signature-256, or sha1); empty: not checked (not for production)',
+  },
+  {
+    group: 'workflow_job webhook',
+    name: 'queue-limit',
+    type: 'integer',
+    env: 'QUEUE_LIMIT',
+    default: '100',
+    help: 'deliveries waiting to be written to HorizontalRunnerAutoscalers; more are answered 503 (0 means 100)',
+  },
+  {
+    group: 'workflow_job webhook',
+    name: 'reservation-repair-interval',
+    type: 'duration',
+    env: 'RESERVATION_REPAIR_INTERVAL',
+    default: '1m',
+    help: 'how often capacity reservations are checked against the jobs GitHub lists (conditional requests), to undo lost deliveries; needs GitHub credentials; 0 disables',
+  },
+];
+
 /** `paddock run` flags; names follow ARC's controller-manager where ARC has them. */
 export const RUN_FLAGS: FlagSpec[] = [
   // Kubernetes
@@ -297,6 +325,15 @@ export const RUN_FLAGS: FlagSpec[] = [
     default: 'false',
     help: 'inject a just-in-time runner configuration instead of a registration token (ephemeral organization and repository runners without a named group; others keep the token)',
   },
+  {
+    group: 'workflow_job webhook',
+    name: 'github-webhook-addr',
+    type: 'string',
+    env: 'GITHUB_WEBHOOK_ADDR',
+    default: '0',
+    help: 'also serve the GitHub workflow_job webhook (what `paddock webhook-server` serves) on this address, e.g. :8000; "0" disables',
+  },
+  ...GITHUB_WEBHOOK_FLAGS,
   {
     group: 'Kubernetes',
     name: 'install-crds',

@@ -42,6 +42,7 @@ import {
   WebhookServer,
 } from '../webhooks/index.ts';
 import { type FlagValues, parseFlags, renderHelp, UsageError } from './flags.ts';
+import { type RunningGitHubWebhook, startGitHubWebhook } from './github-webhook.ts';
 import { RUN_FLAGS } from './run-flags.ts';
 
 /** Everything `paddock run` needs, after flags and environment are read and checked. */
@@ -79,8 +80,17 @@ export interface RunConfig {
     /** PEM of the CA whose client certificates may call the webhook (the API server's). */
     clientCa: string | undefined;
   };
+  /** The workflow_job webhook server (`--github-webhook-addr`); off unless an address is given. */
+  githubWebhook: GitHubWebhookConfig;
   installCrds: boolean;
   logLevel: string;
+}
+
+export interface GitHubWebhookConfig {
+  addr: string | undefined;
+  secret: string | undefined;
+  queueLimit: number;
+  repairIntervalMs: number;
 }
 
 const off = (addr: unknown) => (typeof addr !== 'string' || addr === '' || addr === '0' ? undefined : addr);
@@ -96,8 +106,13 @@ function readPrivateKey(value: string): string {
   return readFileSync(v, 'utf8').trim();
 }
 
-/** Turns flag values into a checked configuration; every problem names the flag and variable. */
-export function runConfig(v: FlagValues): RunConfig {
+/** The GitHub part of a configuration (shared by `paddock run` and `paddock webhook-server`). */
+export function githubConfig(v: FlagValues): {
+  credentials: GitHubCredentials | undefined;
+  endpoints: GitHubEndpoints;
+  caBundle: Buffer | undefined;
+  rateLimitReserve: number;
+} {
   let credentials: GitHubCredentials | undefined;
   const tokenFile = v['github-token-file'] as string | undefined;
   const token =
@@ -131,6 +146,29 @@ export function runConfig(v: FlagValues): RunConfig {
     githubUrl: (v['github-enterprise-url'] as string) || undefined,
     apiUrl: (v['github-url'] as string) || undefined,
   });
+  return {
+    credentials,
+    endpoints,
+    caBundle: caPath ? readFileSync(caPath) : undefined,
+    rateLimitReserve: reserve,
+  };
+}
+
+/** The workflow_job webhook part of a configuration. */
+export function githubWebhookConfig(v: FlagValues, addrFlag: string): GitHubWebhookConfig {
+  const queueLimit = v['queue-limit'] as number;
+  if (queueLimit < 0) throw new UsageError('--queue-limit / QUEUE_LIMIT: must not be negative');
+  return {
+    addr: off(v[addrFlag]),
+    secret: ((v['github-webhook-secret-token'] as string | undefined) ?? '') || undefined,
+    queueLimit,
+    repairIntervalMs: v['reservation-repair-interval'] as number,
+  };
+}
+
+/** Turns flag values into a checked configuration; every problem names the flag and variable. */
+export function runConfig(v: FlagValues): RunConfig {
+  const { credentials, endpoints, caBundle, rateLimitReserve: reserve } = githubConfig(v);
   const leaderElect = v['leader-elect'] === true;
   const clientCaPath = (v['webhook-client-ca'] as string | undefined) || undefined;
   if (clientCaPath && !existsSync(clientCaPath)) {
@@ -153,7 +191,7 @@ export function runConfig(v: FlagValues): RunConfig {
     healthProbeAddr: off(v['health-probe-addr']),
     credentials,
     endpoints,
-    caBundle: caPath ? readFileSync(caPath) : undefined,
+    caBundle,
     rateLimitReserve: reserve,
     runnerPod: {
       registrationRecheckIntervalMs: v['registration-recheck-interval'] as number,
@@ -181,6 +219,7 @@ export function runConfig(v: FlagValues): RunConfig {
       certCheckIntervalMs: v['webhook-cert-check-interval'] as number,
       clientCa: clientCaPath ? readFileSync(clientCaPath, 'utf8') : undefined,
     },
+    githubWebhook: githubWebhookConfig(v, 'github-webhook-addr'),
     installCrds: v['install-crds'] === true,
     logLevel: v['log-level'] as string,
   };
@@ -226,6 +265,8 @@ export interface Paddock {
   manager: Manager;
   defaultClient: GitHubClient | undefined;
   webhookUrl: string | undefined;
+  /** The workflow_job webhook, when `--github-webhook-addr` is set. */
+  githubWebhook: RunningGitHubWebhook | undefined;
   stop(): Promise<void>;
 }
 
@@ -383,6 +424,17 @@ export async function startPaddock(
   if (config.webhook.addr) {
     webhook = await startWebhook(config, manager, clients, log, clock);
   }
+  let githubWebhook: RunningGitHubWebhook | undefined;
+  const { addr: githubWebhookAddr } = config.githubWebhook;
+  if (githubWebhookAddr) {
+    githubWebhook = await startGitHubWebhook({
+      config: { ...config.githubWebhook, addr: githubWebhookAddr },
+      manager,
+      github: clients,
+      namespace: config.watchNamespace,
+      log,
+    });
+  }
   await manager.start();
   log.info(
     {
@@ -398,8 +450,10 @@ export async function startPaddock(
     manager,
     defaultClient,
     webhookUrl: webhook ? webhook.server.url(MUTATE_RUNNER_POD_PATH) : undefined,
+    githubWebhook,
     async stop() {
       runnerPods.stop();
+      await githubWebhook?.stop();
       await webhook?.stop();
       await manager.stop();
       clients.pool.close();

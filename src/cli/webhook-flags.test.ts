@@ -7,6 +7,7 @@ import { generateCertificateAuthority } from '../webhooks/certs.ts';
 import { parseFlags, UsageError } from './flags.ts';
 import { runConfig } from './run.ts';
 import { RUN_FLAGS } from './run-flags.ts';
+import { WEBHOOK_SERVER_FLAGS, webhookServerConfig } from './webhook-server.ts';
 
 describe('paddock run: --webhook-client-ca', () => {
   const dir = mkdtempSync(join(tmpdir(), 'paddock-client-ca-'));
@@ -33,5 +34,40 @@ describe('paddock run: --webhook-client-ca', () => {
       (err: unknown) =>
         err instanceof UsageError && /--webhook-client-ca \/ WEBHOOK_CLIENT_CA/.test(err.message),
     );
+  });
+});
+
+describe('paddock webhook-server flags', () => {
+  const config = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
+    webhookServerConfig(parseFlags(WEBHOOK_SERVER_FLAGS, argv, env).values);
+
+  test("ARC's defaults: :8000, queue limit 100, no secret; the flag beats GITHUB_WEBHOOK_SECRET_TOKEN", () => {
+    const c = config([]);
+    assert.equal(c.webhook.addr, ':8000');
+    assert.equal(c.webhook.queueLimit, 100);
+    assert.equal(c.webhook.secret, undefined);
+    assert.equal(c.webhook.repairIntervalMs, 60_000);
+    assert.equal(config([], { GITHUB_WEBHOOK_SECRET_TOKEN: 'env' }).webhook.secret, 'env');
+    assert.equal(
+      config(['--github-webhook-secret-token', 'flag'], { GITHUB_WEBHOOK_SECRET_TOKEN: 'env' }).webhook
+        .secret,
+      'flag',
+    );
+    // ARC's other flags are accepted.
+    const arc = config(['--sync-period', '10m', '--log-format', 'text', '--watch-namespace', 'ci']);
+    assert.equal(arc.watchNamespace, 'ci');
+  });
+
+  test('a negative queue limit is a usage error naming the flag', () => {
+    assert.throws(
+      () => config(['--queue-limit', '-1']),
+      (e: unknown) => e instanceof UsageError && /--queue-limit/.test(e.message),
+    );
+  });
+
+  test('paddock run serves it only when --github-webhook-addr is set', () => {
+    assert.equal(runConfig(parseFlags(RUN_FLAGS, [], {}).values).githubWebhook.addr, undefined);
+    const on = runConfig(parseFlags(RUN_FLAGS, ['--github-webhook-addr', ':8000'], {}).values).githubWebhook;
+    assert.equal(on.addr, ':8000');
   });
 });

@@ -50,7 +50,10 @@ export interface WorkflowJobScalerOptions {
   queueLimit?: number | undefined;
   /** How often reservations are checked against GitHub; 0 disables the repair pass. */
   repairIntervalMs?: number | undefined;
-  /** How old a reservation must be before a repair may release it. */
+  /**
+   * How old a reservation must be before a repair may release it (GitHub's listings trail its
+   * deliveries). Default: two repair intervals, at most 2 min.
+   */
   repairGraceMs?: number | undefined;
 }
 
@@ -226,6 +229,8 @@ export class WorkflowJobScaler {
 
   /** One repair pass over every webhook-driven HRA. */
   async repairAll(): Promise<void> {
+    // One replica repairs: the others would spend the same budget for the same answer.
+    if (!this.opts.manager.isLeader || !this.opts.manager.ready) return;
     const hras = this.candidates();
     const now = this.clock.now();
     for (const [key, seen] of this.seenRepos) {
@@ -301,7 +306,9 @@ export class WorkflowJobScaler {
       listedRepos: new Set(listed.map((r) => `${r.owner}/${r.repo}`)),
       jobs,
       now: this.clock.now(),
-      graceMs: this.opts.repairGraceMs ?? DEFAULT_REPAIR_GRACE_MS,
+      graceMs:
+        this.opts.repairGraceMs ??
+        Math.min(DEFAULT_REPAIR_GRACE_MS, 2 * (this.opts.repairIntervalMs ?? DEFAULT_REPAIR_INTERVAL_MS)),
       durationMs: durationMs && durationMs > 0 ? durationMs : DEFAULT_TRIGGER_DURATION_MS,
     });
     if (ops.length === 0) return;

@@ -115,7 +115,8 @@ export class WorkflowDemand {
               runs.unknown++;
               continue;
             }
-            for (const job of await this.jobsOf(owner, repo, run, options)) jobs.push({ ...job, owner, repo });
+            for (const job of await this.jobsOf(owner, repo, run, options))
+              jobs.push({ ...job, owner, repo });
           }
           if (!p.hasNext) break;
         }

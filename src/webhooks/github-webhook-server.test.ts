@@ -145,13 +145,14 @@ describe('GitHubWebhookServer', () => {
 
   test('over 25 MiB is 413, whether declared up front or streamed', async () => {
     const big = Buffer.alloc(25 * 1024 * 1024 + 10, 0x20);
+    // Declared too large: answered from the headers, before any of the body is read.
     const declared = await send(url, {
       headers: {
         'content-type': 'application/json',
         'x-github-event': 'ping',
         'content-length': String(big.length),
       },
-      body: big,
+      body: '{',
     });
     assert.equal(declared.status, 413);
     const streamed = await send(url, {
