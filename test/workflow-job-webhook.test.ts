@@ -227,6 +227,7 @@ describe('workflow_job webhook → HorizontalRunnerAutoscaler → RunnerDeployme
     );
     const server = await startWebhookServer(webhookServerConfig(values), {
       kubeConfig: ns.cluster.kubeConfig,
+      log: pino({ level: 'warn' }, { write: (l: string) => logLines.push(l) }),
     });
     try {
       await waitFor('its caches synced', async () => server.manager.ready);
