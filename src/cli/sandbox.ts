@@ -1,4 +1,9 @@
-import { formatOwnerFigures, parseSandboxKind, SANDBOX_KINDS } from '../sandbox/sample.ts';
+import {
+  formatOwnerFigures,
+  parseAutoscaleMode,
+  parseSandboxKind,
+  SANDBOX_KINDS,
+} from '../sandbox/sample.ts';
 import { SANDBOX_NAMESPACE, Sandbox, type SandboxSummary } from '../sandbox/sandbox.ts';
 import { type FlagSpec, parseFlags, renderHelp, UsageError } from './flags.ts';
 
@@ -30,6 +35,20 @@ export const SANDBOX_FLAGS: FlagSpec[] = [
     type: 'duration',
     default: '2s',
     help: 'simulated runner pod start-up time',
+  },
+  {
+    group: 'Fleet',
+    name: 'autoscale',
+    type: 'string',
+    default: '',
+    help: 'drive the fleet with a HorizontalRunnerAutoscaler from 0 to --runners: webhook (the GitHub double delivers signed workflow_job events to paddock) or pull (TotalNumberOfQueuedAndInProgressWorkflowRuns)',
+  },
+  {
+    group: 'Workload',
+    name: 'repositories',
+    type: 'integer',
+    default: '1',
+    help: 'repositories the jobs are queued in',
   },
   {
     group: 'Workload',
@@ -74,6 +93,20 @@ export const SANDBOX_FLAGS: FlagSpec[] = [
   },
   { group: 'Chaos', name: 'chaos-node-loss', type: 'duration', help: 'lose a node after this long' },
   {
+    group: 'Chaos',
+    name: 'chaos-webhook-drop',
+    type: 'number',
+    default: '0',
+    help: 'share of workflow_job deliveries never sent (0–1; --autoscale webhook)',
+  },
+  {
+    group: 'Chaos',
+    name: 'chaos-webhook-duplicate',
+    type: 'number',
+    default: '0',
+    help: 'share of workflow_job deliveries sent twice (0–1; --autoscale webhook)',
+  },
+  {
     group: 'Run',
     name: 'duration',
     type: 'duration',
@@ -106,6 +139,16 @@ async function liveView(sandbox: Sandbox, started: number): Promise<string> {
   lines.push(`paddock sandbox — ${elapsed}s — Ctrl-C stops everything`);
   lines.push('');
   lines.push(formatOwnerFigures(await sandbox.ownerFigures()));
+  const hra = await sandbox.autoscalerFigures();
+  if (hra) {
+    const d = sandbox.webhooks?.stats;
+    lines.push(
+      `HorizontalRunnerAutoscaler (${sandbox.opts.autoscale}): desired ${hra.desired ?? '?'}  reservations ${hra.reservations}` +
+        (d
+          ? `   deliveries: ${d.sent} sent, ${d.dropped} dropped, ${d.duplicated} duplicated, ${d.failed} failed`
+          : ''),
+    );
+  }
   const pods = await http
     .request<{
       items: { metadata: { name: string; deletionTimestamp?: string }; status?: { phase?: string } }[];
@@ -172,6 +215,16 @@ export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = pr
       `--kind: one of ${SANDBOX_KINDS.map((k) => k.toLowerCase()).join(', ')}, not "${values.kind}"`,
     );
   }
+  const autoscaleText = String(values.autoscale ?? '');
+  const autoscale = autoscaleText ? parseAutoscaleMode(autoscaleText) : undefined;
+  if (autoscaleText && !autoscale)
+    throw new UsageError(`--autoscale: webhook or pull, not "${autoscaleText}"`);
+  for (const f of ['chaos-webhook-drop', 'chaos-webhook-duplicate', 'chaos-github-5xx']) {
+    const v = values[f] as number;
+    if (!(v >= 0 && v <= 1)) throw new UsageError(`--${f}: a share between 0 and 1, not ${v}`);
+  }
+  const repositories = values.repositories as number;
+  if (repositories < 1 || repositories > 100) throw new UsageError('--repositories: between 1 and 100');
   const json = values.json === true;
   const tty = process.stdout.isTTY && !json;
   const say = (line: string) => {
@@ -192,6 +245,12 @@ export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = pr
       nodeLossAfterMs: values['chaos-node-loss'] as number | undefined,
     },
     log: say,
+    autoscale,
+    repositories,
+    webhookChaos: {
+      dropRate: values['chaos-webhook-drop'] as number,
+      duplicateRate: values['chaos-webhook-duplicate'] as number,
+    },
   });
   let stopping = false;
   let wake: () => void = () => undefined;
@@ -222,8 +281,9 @@ export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = pr
       else if (!json && Date.now() - lastPlain > 10_000) {
         lastPlain = Date.now();
         const s = await sandbox.summarize();
+        const a = s.autoscale;
         say(
-          `[sandbox] ${s.durationSeconds}s: ${s.owner ? formatOwnerFigures(s.owner) : kind}; jobs ${s.jobs.completed}/${s.jobs.created} done, ${s.jobs.cancelled} cancelled; GitHub rate-limited requests ${s.github.rateLimitedRequests}`,
+          `[sandbox] ${s.durationSeconds}s: ${s.owner ? formatOwnerFigures(s.owner) : kind}${a ? `; HRA desired ${a.desired ?? '?'}, reservations ${a.reservations}` : ''}; jobs ${s.jobs.completed}/${s.jobs.created} done, ${s.jobs.cancelled} cancelled; GitHub rate-limited requests ${s.github.rateLimitedRequests}`,
         );
       }
       const tick = await Promise.race([

@@ -91,3 +91,69 @@ export function ownerFigures(kind: SandboxKind, name: string, obj: OwnerObject |
 export function formatOwnerFigures(f: OwnerFigures): string {
   return `${f.kind} ${f.name}: desired ${f.desired ?? '?'}  current ${f.current}  ready ${f.ready}`;
 }
+
+export type AutoscaleMode = 'webhook' | 'pull';
+
+/** `webhook` or `pull` → the mode; undefined for anything else. */
+export function parseAutoscaleMode(text: string): AutoscaleMode | undefined {
+  const t = text.trim().toLowerCase();
+  return t === 'webhook' || t === 'pull' ? t : undefined;
+}
+
+/**
+ * The HorizontalRunnerAutoscaler for the sample owner, in the shape ARC's documentation gives: a
+ * workflow_job trigger for `webhook`, TotalNumberOfQueuedAndInProgressWorkflowRuns over the
+ * workload's repositories for `pull`. From zero up to `maxReplicas`.
+ */
+export function sampleAutoscaler(
+  kind: SandboxKind,
+  s: {
+    name: string;
+    mode: AutoscaleMode;
+    maxReplicas: number;
+    repositories: string[];
+    scaleDownDelaySeconds: number;
+  },
+): Record<string, unknown> {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'HorizontalRunnerAutoscaler',
+    metadata: { name: s.name },
+    spec: {
+      scaleTargetRef: { kind, name: s.name },
+      minReplicas: 0,
+      maxReplicas: s.maxReplicas,
+      scaleDownDelaySecondsAfterScaleOut: s.scaleDownDelaySeconds,
+      ...(s.mode === 'webhook'
+        ? { scaleUpTriggers: [{ githubEvent: { workflowJob: {} }, duration: '30m' }] }
+        : {
+            metrics: [
+              { type: 'TotalNumberOfQueuedAndInProgressWorkflowRuns', repositoryNames: s.repositories },
+            ],
+          }),
+    },
+  };
+}
+
+export interface AutoscalerFigures {
+  desired: number | null;
+  reservations: number;
+}
+
+/** The HRA's desired replicas and its live capacity reservations. */
+export function autoscalerFigures(
+  obj:
+    | {
+        spec?: { capacityReservations?: { expirationTime?: string }[] };
+        status?: { desiredReplicas?: number };
+      }
+    | undefined,
+  now: number,
+): AutoscalerFigures {
+  return {
+    desired: obj?.status?.desiredReplicas ?? null,
+    reservations: (obj?.spec?.capacityReservations ?? []).filter(
+      (r) => !r.expirationTime || Date.parse(r.expirationTime) > now,
+    ).length,
+  };
+}

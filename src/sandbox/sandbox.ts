@@ -1,19 +1,25 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createWriteStream, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
+import { HORIZONTAL_RUNNER_AUTOSCALERS } from '../api/index.ts';
 import { installCrds } from '../cli/run.ts';
 import { resourcePath } from '../runtime/informer.ts';
 import { KubeHttp } from '../runtime/kube-http.ts';
 import { silentLogger } from '../runtime/log.ts';
 import { type ControlPlane, freePort, startControlPlane } from '../testenv/control-plane.ts';
-import { GitHubDouble } from '../testenv/github-double/index.ts';
+import { GitHubDouble, WebhookSender, type WebhookSenderStats } from '../testenv/github-double/index.ts';
 import { NodeAgent, type NodeAgentEvent } from './node-agent.ts';
 import {
+  type AutoscaleMode,
+  type AutoscalerFigures,
+  autoscalerFigures,
   type OwnerFigures,
   ownerFigures,
   type SandboxKind,
+  sampleAutoscaler,
   sampleManifest,
   sampleResource,
 } from './sample.ts';
@@ -56,6 +62,14 @@ export interface SandboxOptions {
   log: (line: string) => void;
   /** Extra `paddock run` flags. */
   paddockArgs?: string[];
+  /** Drive the owner with a HorizontalRunnerAutoscaler (from zero up to `runners`). */
+  autoscale?: AutoscaleMode | undefined;
+  /** Deliveries of workflow_job webhooks lost and repeated (webhook autoscaling). */
+  webhookChaos?: { dropRate: number; duplicateRate: number } | undefined;
+  /** Repositories the workload queues jobs in (default 1). */
+  repositories?: number | undefined;
+  /** The HRA's scaleDownDelaySecondsAfterScaleOut (default 60). */
+  scaleDownDelaySeconds?: number | undefined;
 }
 
 export interface SandboxSummary {
@@ -82,6 +96,17 @@ export interface SandboxSummary {
   controller: { rssMiB: number | null; exitCode: number | null };
   pods: { seen: number; started: number };
   chaos: { podKills: number; nodesLost: number };
+  /** With --autoscale: the HRA's figures, the deliveries, and how well supply followed demand. */
+  autoscale?: {
+    mode: AutoscaleMode;
+    desired: number | null;
+    reservations: number;
+    deliveries: WebhookSenderStats | null;
+    /** Σ over time of registered runners without a job. */
+    idleRunnerMinutes: number;
+    /** Σ over jobs of the time from queued to started (or to now). */
+    queuedJobMinutes: number;
+  };
   /** The sample owner's own figures (filled in by `summarize()`, which asks the API server). */
   owner?: OwnerFigures;
 }
@@ -126,6 +151,9 @@ export class Sandbox {
   private cancelledByController = 0;
   private peakRss = 0;
   private readonly log: Logger = silentLogger();
+  webhooks: WebhookSender | undefined;
+  private idleRunnerMs = 0;
+  private lastIdleSample = 0;
 
   constructor(opts: SandboxOptions) {
     this.opts = opts;
@@ -137,7 +165,7 @@ export class Sandbox {
     this.http = new KubeHttp(this.plane.kubeConfig);
     await this.double.start();
     this.double.addOrg(SANDBOX_ORG);
-    this.double.addRepo(SANDBOX_ORG, 'app');
+    for (const repo of this.repositories) this.double.addRepo(SANDBOX_ORG, repo);
     this.token = this.double.addToken({ login: 'paddock-sandbox' }).token;
     if (this.opts.chaos.rateLimitPerHour !== undefined) {
       this.double.setRateLimit(this.token, {
@@ -155,6 +183,8 @@ export class Sandbox {
 
     const metricsPort = await freePort();
     this.metricsUrl = `http://127.0.0.1:${metricsPort}`;
+    const webhookSecret = randomBytes(20).toString('hex');
+    const webhookPort = this.opts.autoscale === 'webhook' ? await freePort() : undefined;
     const logFile = path.join(this.plane.dataDir, 'paddock.log');
     this.paddock = spawn(
       process.execPath,
@@ -175,6 +205,7 @@ export class Sandbox {
         'https://127.0.0.1:0',
         '--unregistration-retry-delay',
         '10s',
+        ...(webhookPort ? ['--github-webhook-addr', `127.0.0.1:${webhookPort}`] : []),
         ...(this.opts.paddockArgs ?? []),
       ],
       {
@@ -184,6 +215,7 @@ export class Sandbox {
           KUBECONFIG: this.plane.kubeconfigPath,
           GITHUB_TOKEN: this.token,
           GITHUB_URL: this.double.apiUrl,
+          GITHUB_WEBHOOK_SECRET_TOKEN: webhookSecret,
           LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
         },
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -215,14 +247,39 @@ export class Sandbox {
       body: sampleManifest(this.opts.kind, {
         name: SAMPLE_NAME,
         organization: SANDBOX_ORG,
-        replicas: this.opts.runners,
+        replicas: this.opts.autoscale ? 0 : this.opts.runners,
         ephemeral: this.opts.ephemeral,
         labels: ['sandbox'],
       }),
     });
     log(
-      `[sandbox] ${this.opts.kind} ${SANDBOX_NAMESPACE}/${SAMPLE_NAME} applied with ${this.opts.runners} runners`,
+      `[sandbox] ${this.opts.kind} ${SANDBOX_NAMESPACE}/${SAMPLE_NAME} applied with ${this.opts.autoscale ? 0 : this.opts.runners} runners`,
     );
+    const mode = this.opts.autoscale;
+    if (mode) {
+      await this.http.request('POST', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, SANDBOX_NAMESPACE), {
+        body: sampleAutoscaler(this.opts.kind, {
+          name: SAMPLE_NAME,
+          mode,
+          maxReplicas: this.opts.runners,
+          repositories: this.repositories,
+          scaleDownDelaySeconds: this.opts.scaleDownDelaySeconds ?? 60,
+        }),
+      });
+      log(`[sandbox] HorizontalRunnerAutoscaler ${SAMPLE_NAME} (${mode}): 0 to ${this.opts.runners} runners`);
+    }
+    if (webhookPort) {
+      this.webhooks = new WebhookSender({
+        double: this.double,
+        url: `http://127.0.0.1:${webhookPort}/`,
+        secret: webhookSecret,
+        dropRate: this.opts.webhookChaos?.dropRate ?? 0,
+        duplicateRate: this.opts.webhookChaos?.duplicateRate ?? 0,
+        maxDelayMs: this.opts.webhookChaos ? 500 : 0,
+      });
+      this.webhooks.start();
+      log(`[sandbox] the GitHub double delivers signed workflow_job webhooks to 127.0.0.1:${webhookPort}`);
+    }
 
     if (this.opts.simulate) {
       this.workload = new WorkloadGenerator({
@@ -233,7 +290,7 @@ export class Sandbox {
           minMs: this.opts.jobDurationMs * 0.5,
           maxMs: this.opts.jobDurationMs * 1.5,
         },
-        target: { owner: SANDBOX_ORG, repo: 'app' },
+        target: { owner: SANDBOX_ORG, repo: this.repositories },
         labels: [{ labels: ['self-hosted', 'sandbox'], weight: 1 }],
       });
       this.agent = new NodeAgent({
@@ -269,6 +326,42 @@ export class Sandbox {
     }
     this.timers.push(setInterval(() => this.sampleRss(), 2000));
     this.startedAt = Date.now();
+    this.lastIdleSample = this.startedAt;
+    this.timers.push(setInterval(() => this.sampleIdle(), 1000));
+  }
+
+  /** `app`, or `app-1` … `app-n` with several. */
+  get repositories(): string[] {
+    const n = this.opts.repositories ?? 1;
+    return n <= 1 ? ['app'] : Array.from({ length: n }, (_, i) => `app-${i + 1}`);
+  }
+
+  private sampleIdle(): void {
+    const now = Date.now();
+    this.idleRunnerMs += (this.agent?.stats().idleRunners ?? 0) * (now - this.lastIdleSample);
+    this.lastIdleSample = now;
+  }
+
+  /** Σ over the workload's jobs of the time from queued to started (or to now, if still waiting). */
+  queuedJobMs(now = Date.now()): number {
+    let total = 0;
+    for (const j of this.double.model.jobs.values()) {
+      if (j.created_at < this.startedAt) continue;
+      total += (j.started_at ?? (j.status === 'completed' ? j.created_at : now)) - j.created_at;
+    }
+    return total;
+  }
+
+  /** The HRA's figures, as the API server has them now. */
+  async autoscalerFigures(): Promise<AutoscalerFigures | undefined> {
+    if (!this.opts.autoscale) return undefined;
+    const obj = await this.http
+      ?.request<Parameters<typeof autoscalerFigures>[0]>(
+        'GET',
+        resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, SANDBOX_NAMESPACE, SAMPLE_NAME),
+      )
+      .catch(() => undefined);
+    return autoscalerFigures(obj, Date.now());
   }
 
   private onAgentEvent(e: NodeAgentEvent): void {
@@ -378,6 +471,16 @@ export class Sandbox {
   async summarize(): Promise<SandboxSummary> {
     const s = this.summary();
     s.owner = await this.ownerFigures();
+    const hra = await this.autoscalerFigures();
+    if (hra && this.opts.autoscale) {
+      s.autoscale = {
+        mode: this.opts.autoscale,
+        ...hra,
+        deliveries: this.webhooks ? { ...this.webhooks.stats } : null,
+        idleRunnerMinutes: Math.round((this.idleRunnerMs / 60_000) * 10) / 10,
+        queuedJobMinutes: Math.round((this.queuedJobMs() / 60_000) * 10) / 10,
+      };
+    }
     return s;
   }
 
@@ -391,6 +494,7 @@ export class Sandbox {
   async stop(): Promise<{ paddockExitCode: number | null }> {
     for (const t of this.timers) clearTimeout(t);
     this.workload?.stop();
+    await this.webhooks?.stop();
     await this.agent?.stop().catch(() => undefined);
     let code: number | null = null;
     if (this.paddock && this.paddock.exitCode === null) {

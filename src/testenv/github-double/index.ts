@@ -11,4 +11,5 @@ export type {
   SecondaryLimitRule,
 } from './server.ts';
 export { GitHubDouble, runnerJson } from './server.ts';
-export { deliverWebhook, signWebhookBody, workflowJobPayload } from './webhook.ts';
+export type { WebhookSenderOptions, WebhookSenderStats } from './webhook.ts';
+export { deliverWebhook, signWebhookBody, WebhookSender, workflowJobPayload } from './webhook.ts';

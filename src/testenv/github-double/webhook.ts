@@ -60,3 +60,97 @@ export async function deliverWebhook(input: {
   const res = await fetch(input.url, { method: 'POST', headers, body, signal: AbortSignal.timeout(10_000) });
   return { status: res.status, deliveryId, body: await res.text() };
 }
+
+export interface WebhookSenderOptions {
+  double: GitHubDouble;
+  /** Where deliveries go (the webhook server's URL). */
+  url: string;
+  secret: string;
+  /** Share of deliveries never sent (0–1). */
+  dropRate?: number;
+  /** Share of deliveries sent twice, under the same delivery ID (a redelivery) or a new one, half each. */
+  duplicateRate?: number;
+  /** Deliveries wait up to this long, at random, before they go (so some arrive out of order). */
+  maxDelayMs?: number;
+  random?: () => number;
+}
+
+export interface WebhookSenderStats {
+  events: number;
+  sent: number;
+  dropped: number;
+  duplicated: number;
+  /** Answered with a status other than 2xx, or not answered. */
+  failed: number;
+}
+
+/**
+ * GitHub's webhook side for the double: every job change (queued, in_progress, completed) becomes
+ * a signed `workflow_job` delivery to `url`, as a repository or organization webhook would send it,
+ * with optional chaos (dropped, duplicated and delayed deliveries). Payloads are taken when the
+ * job changes, not when they are sent.
+ */
+export class WebhookSender {
+  private readonly opts: WebhookSenderOptions;
+  private readonly random: () => number;
+  private unsubscribe: (() => void) | undefined;
+  private readonly inFlight = new Set<Promise<void>>();
+  readonly stats: WebhookSenderStats = { events: 0, sent: 0, dropped: 0, duplicated: 0, failed: 0 };
+  /** When the first `queued` delivery of each job was sent (epoch ms). */
+  readonly queuedSentAt = new Map<number, number>();
+
+  constructor(opts: WebhookSenderOptions) {
+    this.opts = opts;
+    this.random = opts.random ?? Math.random;
+  }
+
+  start(): void {
+    this.unsubscribe = this.opts.double.model.on((e) => {
+      if (e.type !== 'job-changed') return;
+      const action = e.job.status as WorkflowJobAction;
+      this.stats.events++;
+      if (this.random() < (this.opts.dropRate ?? 0)) {
+        this.stats.dropped++;
+        return;
+      }
+      const payload = workflowJobPayload(this.opts.double, e.job, action);
+      const deliveryId = randomUUID();
+      const jobId = e.job.id;
+      this.later(payload, deliveryId, action === 'queued' ? jobId : undefined);
+      if (this.random() < (this.opts.duplicateRate ?? 0)) {
+        this.stats.duplicated++;
+        this.later(payload, this.random() < 0.5 ? deliveryId : randomUUID(), undefined);
+      }
+    });
+  }
+
+  private later(payload: unknown, deliveryId: string, queuedJob: number | undefined): void {
+    const delay = Math.floor(this.random() * (this.opts.maxDelayMs ?? 0));
+    const p = (async () => {
+      if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+      if (queuedJob !== undefined && !this.queuedSentAt.has(queuedJob))
+        this.queuedSentAt.set(queuedJob, Date.now());
+      this.stats.sent++;
+      try {
+        const res = await deliverWebhook({
+          url: this.opts.url,
+          secret: this.opts.secret,
+          payload,
+          deliveryId,
+        });
+        if (res.status >= 300) this.stats.failed++;
+      } catch {
+        this.stats.failed++;
+      }
+    })();
+    this.inFlight.add(p);
+    void p.finally(() => this.inFlight.delete(p));
+  }
+
+  /** Stops listening and waits for the deliveries under way. */
+  async stop(): Promise<void> {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    await Promise.all([...this.inFlight]);
+  }
+}
