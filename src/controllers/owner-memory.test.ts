@@ -23,3 +23,14 @@ describe('OwnerSyncMemory: deleted owners', () => {
     assert.equal(memory.ownerDeletedRecently('ns/rs', owner), false, 'bounded in time (a lost watch event)');
   });
 });
+
+describe('OwnerSyncMemory: the desired replicas of the last creations', () => {
+  test('remembered by a creating round, lowered when the desired count falls', () => {
+    const m = new OwnerSyncMemory(new FakeClock());
+    assert.equal(m.desiredAtLastCreation('ns/rrs', 3), undefined, 'nothing since start');
+    m.expectCreations('ns/rrs', 5);
+    assert.equal(m.desiredAtLastCreation('ns/rrs', 7), 5);
+    assert.equal(m.desiredAtLastCreation('ns/rrs', 2), 2);
+    assert.equal(m.desiredAtLastCreation('ns/rrs', 4), 2, 'a raise counts from the lowest point');
+  });
+});

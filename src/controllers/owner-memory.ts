@@ -24,6 +24,8 @@ export const ASKED_MEMORY_MS = 30_000;
 
 interface ParentMemory {
   expected?: { names: Set<string>; until: number };
+  /** The desired replicas of the last round that created owners. */
+  desiredAtLastCreation?: number;
   /** Owner name → until. */
   askedOwners: Map<string, number>;
   /** Pod UID → until. */
@@ -57,11 +59,24 @@ export class OwnerSyncMemory {
     this.parents.delete(parent);
   }
 
-  /** Starts a round of creations; `add` each created owner's name as it is created. */
-  expectCreations(parent: string): { add(name: string): void } {
+  /** Starts a round of creations for `desired` replicas; `add` each created owner's name as it is created. */
+  expectCreations(parent: string, desired?: number): { add(name: string): void } {
+    if (desired !== undefined) this.of(parent).desiredAtLastCreation = desired;
     const expected = { names: new Set<string>(), until: this.clock.now() + CREATION_EXPECTATION_MS };
     this.of(parent).expected = expected;
     return { add: (name) => expected.names.add(name) };
+  }
+
+  /**
+   * The desired replicas of the parent's last creating round (undefined: none since start),
+   * lowered to `desired` when it fell since: a raise is counted from the lowest point.
+   */
+  desiredAtLastCreation(parent: string, desired: number): number | undefined {
+    const m = this.parents.get(parent);
+    if (m?.desiredAtLastCreation !== undefined && desired < m.desiredAtLastCreation) {
+      m.desiredAtLastCreation = desired;
+    }
+    return m?.desiredAtLastCreation;
   }
 
   /** Created owners the cache does not show yet (empty once all arrived or the wait is over). */

@@ -213,6 +213,26 @@ describe('planOwnerSync', () => {
     const later = plan([synced], 3, { effectiveTime: NOW - 2 * MIN, now: NOW + 10 * MIN });
     assert.deepEqual(later.actions, [{ kind: 'create-owners', count: 2 }]);
   });
+
+  test('a scale-up that arrives in steps past the guard: the raise is created, the finished runners are not', () => {
+    // The last round created for 3; since then one runner finished (1 left) and demand rose to 5.
+    const synced = owner('a', 'running', {
+      annotations: { 'sync-time': new Date(NOW - 1000).toISOString() },
+    });
+    const raised = plan([synced], 5, { effectiveTime: NOW - 2000, desiredAtLastCreation: 3 });
+    assert.deepEqual(raised.actions, [{ kind: 'create-owners', count: 2 }]);
+    // No raise (or no memory after a restart): ARC's guard holds.
+    assert.deepEqual(plan([synced], 5, { effectiveTime: NOW - 2000, desiredAtLastCreation: 5 }).actions, []);
+    assert.deepEqual(plan([synced], 5, { effectiveTime: NOW - 2000 }).actions, []);
+    // A raise beyond what is missing creates only what is missing.
+    const full = [
+      synced,
+      owner('b', 'running', { annotations: { 'sync-time': new Date(NOW - 1000).toISOString() } }),
+    ];
+    assert.deepEqual(plan(full, 3, { effectiveTime: NOW - 2000, desiredAtLastCreation: 1 }).actions, [
+      { kind: 'create-owners', count: 1 },
+    ]);
+  });
 });
 
 describe('planOwnerSync: sticky scale-down on a stale cache (issue 10 items 8, 15)', () => {

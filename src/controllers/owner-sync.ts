@@ -113,6 +113,12 @@ export interface OwnerSyncInput {
   now: number;
   /** ARC's DefaultRunnerPodRecreationDelayAfterWebhookScale (10 min). */
   recreationDelayMs?: number;
+  /**
+   * The desired replicas the last creating round created for (remembered by the controller;
+   * undefined after a restart). A raise above it is new demand, which ARC's ephemeral guard
+   * would hold back when the scale-up reached the set in several steps across a second boundary.
+   */
+  desiredAtLastCreation?: number | undefined;
 }
 
 const podAsked = (p: PodState) =>
@@ -215,7 +221,15 @@ export function planOwnerSync(input: OwnerSyncInput): OwnerSyncPlan {
   let note: string | undefined;
   const removedNow = new Set<OwnerState>();
 
-  if (wantMore && alreadySynced && recreationDelayActive) {
+  const raised =
+    input.desiredAtLastCreation !== undefined && desired > input.desiredAtLastCreation
+      ? desired - input.desiredAtLastCreation
+      : 0;
+  if (wantMore && alreadySynced && recreationDelayActive && raised > 0) {
+    // New demand since the last creations: create for it, not for runners that finished since.
+    actions.push({ kind: 'create-owners', count: Math.min(raised, desired - maybeRunning) });
+    return { actions, current: current.map((o) => o.name) };
+  } else if (wantMore && alreadySynced && recreationDelayActive) {
     note = 'ephemeral runners were just recreated after a webhook scale; waiting before creating more';
   } else if (wantMore) {
     actions.push({ kind: 'create-owners', count: desired - maybeRunning });

@@ -187,6 +187,7 @@ export class RunnerReplicaSetReconciler {
       ephemeral: rrs.spec.template.spec?.ephemeral ?? true,
       effectiveTime: rrs.spec.effectiveTime ? Date.parse(rrs.spec.effectiveTime) : undefined,
       now,
+      desiredAtLastCreation: this.memory.desiredAtLastCreation(key, replicas),
     });
     if (plan.note) ctx.log.debug({ note: plan.note }, 'owner sync');
     // Independent writes: one at a time, a round with fifty finished runners would take seconds.
@@ -229,7 +230,7 @@ export class RunnerReplicaSetReconciler {
     const namespace = rrs.metadata.namespace ?? 'default';
     switch (action.kind) {
       case 'create-owners': {
-        const expected = this.memory.expectCreations(key);
+        const expected = this.memory.expectCreations(key, rrs.spec.replicas ?? 1);
         const body = this.newRunner(rrs, hash);
         let left = action.count;
         const worker = async () => {

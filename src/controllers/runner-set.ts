@@ -163,6 +163,7 @@ export class RunnerSetReconciler {
       ephemeral,
       effectiveTime: rs.spec.effectiveTime ? Date.parse(rs.spec.effectiveTime) : undefined,
       now,
+      desiredAtLastCreation: this.memory.desiredAtLastCreation(key, replicas),
     });
     if (plan.note) ctx.log.debug({ note: plan.note }, 'owner sync');
     // Independent writes: one at a time, a round with fifty finished runners would take seconds.
@@ -243,7 +244,7 @@ export class RunnerSetReconciler {
     const stsPath = (name: string) => resourcePath(STATEFUL_SETS, namespace, name);
     switch (action.kind) {
       case 'create-owners': {
-        const expected = this.memory.expectCreations(key);
+        const expected = this.memory.expectCreations(key, rs.spec.replicas ?? 1);
         for (let i = 0; i < action.count; i++) {
           const created = await this.http.request<KubeObject>(
             'POST',

@@ -98,6 +98,8 @@ export class WebhookSender {
   readonly stats: WebhookSenderStats = { events: 0, sent: 0, dropped: 0, duplicated: 0, failed: 0 };
   /** When the first `queued` delivery of each job was sent (epoch ms). */
   readonly queuedSentAt = new Map<number, number>();
+  /** When that delivery was answered 2xx. */
+  readonly queuedAnsweredAt = new Map<number, number>();
 
   constructor(opts: WebhookSenderOptions) {
     this.opts = opts;
@@ -139,6 +141,9 @@ export class WebhookSender {
           deliveryId,
         });
         if (res.status >= 300) this.stats.failed++;
+        else if (queuedJob !== undefined && !this.queuedAnsweredAt.has(queuedJob)) {
+          this.queuedAnsweredAt.set(queuedJob, Date.now());
+        }
       } catch {
         this.stats.failed++;
       }
