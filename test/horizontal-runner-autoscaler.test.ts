@@ -45,6 +45,7 @@ describe('HorizontalRunnerAutoscaler', () => {
       // No resync during the test: what happens with time alone, paddock must come back for itself.
       flags: ['--sync-period', '10m'],
       logLines,
+      logLevel: process.env.HRA_TEST_LOG ?? 'info',
     }));
     await http.request('POST', resourcePath(RUNNER_DEPLOYMENTS, ns.name), {
       body: {
@@ -73,7 +74,9 @@ describe('HorizontalRunnerAutoscaler', () => {
     });
   const waitFor = <T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000) =>
     eventually(what, fn, timeoutMs, 200).catch(async (e) => {
-      const tail = logLines.filter((l) => /"level":"(info|warn|error)"/.test(l)).slice(-20);
+      const tail = logLines
+        .filter((l) => /"level":"(info|warn|error)"|horizontalrunnerautoscaler-controller/.test(l))
+        .slice(-30);
       const r = await rd().catch(() => undefined);
       const h = await hra().catch(() => undefined);
       throw new Error(
@@ -137,6 +140,22 @@ describe('HorizontalRunnerAutoscaler', () => {
     await replicas(1);
   });
 
+  test('schedule boundaries: an override starts and ends with no event and no resync (sync period 10m)', async () => {
+    // Whole seconds: RFC 3339 in the spec has no fractions.
+    const start = Math.ceil(Date.now() / 1000) * 1000 + 3000;
+    await patchHra({
+      scaleDownDelaySecondsAfterScaleOut: 0,
+      scheduledOverrides: [{ startTime: rfc(start), endTime: rfc(start + 4000), minReplicas: 3 }],
+    });
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal((await rd()).spec.replicas, 1, 'not before the period starts');
+    await replicas(3, 10_000);
+    assert.ok(Date.now() >= start, 'raised when the period started');
+    await replicas(1, 10_000);
+    assert.ok(Date.now() >= start + 4000, 'lowered when it ended');
+    await patchHra({ scheduledOverrides: null });
+  });
+
   test('a malformed spec: a Warning Event, the target left alone', async () => {
     await patchHra({
       metrics: [{ type: 'PercentageRunnersBusy' }, { type: 'PercentageRunnersBusy' }, { type: 'X' }],
@@ -175,12 +194,17 @@ describe('HorizontalRunnerAutoscaler', () => {
     });
     double.setRunnerBusy(registered.id, true);
     // Pull metrics are looked at on every change of the HRA or its target, and each sync period.
-    await http.request('PATCH', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, ns.name, 'ci'), {
-      body: { metadata: { annotations: { poke: '1' } } },
-      contentType: PATCH_CONTENT_TYPES.merge,
+    // The shared runner list may be a second or two old when the HRA looks: poke until it is not.
+    let poke = 0;
+    await waitFor('the deployment at 3 replicas (1 busy of 1 ≥ 0.5: 1 + 2)', async () => {
+      if ((await rd()).spec.replicas === 3) return true;
+      await http.request('PATCH', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, ns.name, 'ci'), {
+        body: { metadata: { annotations: { poke: String(++poke) } } },
+        contentType: PATCH_CONTENT_TYPES.merge,
+      });
+      await new Promise((r) => setTimeout(r, 500));
+      return undefined;
     });
-    // 1 busy of 1 ≥ 0.5: 1 + 2.
-    await replicas(3);
     // ARC's gauges, with the figures of that evaluation.
     const metrics = await paddock!.manager.metrics.registry.metrics();
     const series = (name: string) =>

@@ -72,6 +72,28 @@ test('paddock sandbox --kind runnerset runs a RunnerSet the same way', async () 
   assertHealthy(summary);
 });
 
+test('paddock sandbox --autoscale webhook: signed deliveries (some lost or repeated) drive an HRA from zero', async () => {
+  const summary = await runSandbox([
+    '--autoscale',
+    'webhook',
+    '--chaos-webhook-drop',
+    '0.1',
+    '--chaos-webhook-duplicate',
+    '0.2',
+  ]);
+  const a = summary.autoscale;
+  assert.equal(a?.mode, 'webhook');
+  assert.ok((a?.deliveries?.sent ?? 0) >= 3, `deliveries sent: ${JSON.stringify(a?.deliveries)}`);
+  assert.equal(a?.deliveries?.failed, 0, 'every delivery that was sent was taken');
+  assert.ok(summary.jobs.completed >= 1, `jobs completed: ${summary.jobs.completed}`);
+  assert.ok(summary.pods.started >= 1);
+  assert.equal(summary.jobs.cancelledByController, 0);
+  assert.equal(summary.leakedRunners, 0);
+  assert.equal(summary.controller.exitCode, 0);
+  assert.equal(typeof a?.idleRunnerMinutes, 'number');
+  assert.equal(typeof a?.queuedJobMinutes, 'number');
+});
+
 test('paddock sandbox --help names --kind; an unknown kind is a usage error before anything starts', async () => {
   const run = async (args: string[]) => {
     const child = spawn(process.execPath, [path.join(root, 'bin/paddock.js'), 'sandbox', ...args], {
@@ -96,4 +118,10 @@ test('paddock sandbox --help names --kind; an unknown kind is a usage error befo
   const bad = await run(['--kind', 'deployment']);
   assert.equal(bad.code, 2);
   assert.match(bad.out, /--kind: one of runnerdeployment, runnerset/);
+  const badMode = await run(['--autoscale', 'push']);
+  assert.equal(badMode.code, 2);
+  assert.match(badMode.out, /--autoscale: webhook or pull/);
+  const badShare = await run(['--chaos-webhook-drop', '2']);
+  assert.equal(badShare.code, 2);
+  assert.match(badShare.out, /--chaos-webhook-drop: a share between 0 and 1/);
 });

@@ -210,6 +210,48 @@ describe('workflow_job webhook → HorizontalRunnerAutoscaler → RunnerDeployme
     await waitFor('released again', async () => (await reserved()).length === 0);
   });
 
+  test('runner groups: a group the repository may not use is not scaled; once GitHub lets it, it is', async () => {
+    const group = double.model.addRunnerGroup('gpu-farm', undefined, ['acme/other']);
+    await http.request('POST', resourcePath(RUNNER_DEPLOYMENTS, ns.name), {
+      body: {
+        apiVersion: 'actions.summerwind.dev/v1alpha1',
+        kind: 'RunnerDeployment',
+        metadata: { name: 'gpu' },
+        spec: {
+          replicas: 0,
+          template: { spec: { organization: 'acme', group: 'gpu-farm', labels: ['gpu'] } },
+        },
+      },
+    });
+    await http.request('POST', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, ns.name), {
+      body: {
+        apiVersion: 'actions.summerwind.dev/v1alpha1',
+        kind: 'HorizontalRunnerAutoscaler',
+        metadata: { name: 'gpu' },
+        spec: {
+          scaleTargetRef: { name: 'gpu' },
+          minReplicas: 0,
+          maxReplicas: 2,
+          scaleUpTriggers: [{ githubEvent: { workflowJob: {} }, duration: '5m' }],
+        },
+      },
+    });
+    await waitFor('the gpu autoscaler in the cache', async () =>
+      paddock!.githubWebhook!.scaler.candidates().some((c) => c.name === 'gpu' && c.target),
+    );
+    const job = double.createJob({ owner: 'acme', repo: 'app', labels: ['self-hosted', 'gpu'] });
+    const hidden = await deliver(job, 'queued');
+    assert.equal(hidden.body, 'no horizontalrunnerautoscaler to scale for this github event\n');
+    // GitHub's answer is kept a minute; a new repository name asks again.
+    double.model.runnerGroups.get(group)!.repositories = ['acme/other', 'acme/app2'];
+    double.addRepo('acme', 'app2');
+    const other = double.createJob({ owner: 'acme', repo: 'app2', labels: ['self-hosted', 'gpu'] });
+    assert.equal((await deliver(other, 'queued')).body, 'scaled gpu by 1\n');
+    double.completeJob(job.id, 'cancelled');
+    double.completeJob(other.id, 'cancelled');
+    assert.equal((await deliver(other, 'completed')).body, 'scaled gpu by -1\n');
+  });
+
   test('`paddock webhook-server` alone (ARC flags, no GitHub credentials) writes the same reservations', async () => {
     const { values } = parseFlags(
       WEBHOOK_SERVER_FLAGS,

@@ -412,6 +412,7 @@ export async function startPaddock(
     manager,
     github: clients,
     defaultScaleDownDelayMs: config.defaultScaleDownDelayMs,
+    workflowMetricIntervalMs: config.syncPeriodMs,
     ...watched,
   });
   new VolumeRetentionReconcilers({

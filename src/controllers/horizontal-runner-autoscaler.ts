@@ -65,6 +65,13 @@ export interface HorizontalRunnerAutoscalerOptions {
   namespace?: string;
   /** `--default-scale-down-delay` (ARC's default: 10 min). */
   defaultScaleDownDelayMs?: number;
+  /**
+   * TotalNumberOfQueuedAndInProgressWorkflowRuns is asked of GitHub about once per this interval
+   * per HRA (the sync period, as ARC; at most twice in one); reconciles in between (a target
+   * scaled, a reservation written) reuse the last answer unless the HRA's spec changed. Default:
+   * every reconcile.
+   */
+  workflowMetricIntervalMs?: number;
 }
 
 interface Target {
@@ -106,6 +113,8 @@ export class HorizontalRunnerAutoscalerReconciler {
   private readonly opts: HorizontalRunnerAutoscalerOptions;
   /** Per HRA: what its workflow runs looked like last time (jobs listed again only for changed runs). */
   private readonly demand = new Map<string, WorkflowDemand>();
+  /** Per HRA and metric: the last workflow-run count, when, and for which spec generation. */
+  private readonly lastCount = new Map<string, { at: number; generation: number; value: number }>();
   private readonly metrics: AutoscalerMetrics;
 
   constructor(opts: HorizontalRunnerAutoscalerOptions) {
@@ -148,6 +157,7 @@ export class HorizontalRunnerAutoscalerReconciler {
     const hra = this.hras.store.get(key);
     if (!hra || hra.metadata.deletionTimestamp) {
       this.demand.delete(key);
+      for (const k of this.lastCount.keys()) if (k.startsWith(`${key}#`)) this.lastCount.delete(k);
       const { namespace, name } = splitKey(key);
       this.metrics.forget({ namespace: namespace ?? '', name });
       return undefined;
@@ -327,6 +337,12 @@ export class HorizontalRunnerAutoscalerReconciler {
       return desired;
     }
     const repos = reposOf(target, m.repositoryNames ?? undefined);
+    const generation = hra.metadata.generation ?? 0;
+    const now = this.clock.now();
+    const last = this.lastCount.get(`${key}#${index}`);
+    const interval = this.opts.workflowMetricIntervalMs ?? 0;
+    // Half the interval: a resync that comes a little early (resyncs are spread) still asks.
+    if (last && last.generation === generation && now - last.at < interval / 2) return last.value;
     let demand = this.demand.get(key);
     if (!demand) {
       demand = new WorkflowDemand(client, this.clock);
@@ -335,6 +351,7 @@ export class HorizontalRunnerAutoscalerReconciler {
     const count = await demand.count(repos, target.spec.labels ?? [], { signal: ctx.signal });
     ctx.log.debug({ ...count }, 'workflow demand');
     this.metrics.workflowRuns(this.id(hra), metricTarget(target), count);
+    this.lastCount.set(`${key}#${index}`, { at: now, generation, value: count.necessary });
     return count.necessary;
   }
 

@@ -37,7 +37,7 @@ export interface GitHubWebhookServerOptions {
 const RUNNING = 'webhook server is running\n';
 /** How long a delivery ID is remembered (GitHub lets a delivery be redelivered for 3 days). */
 const DELIVERY_MEMORY_MS = 3 * 24 * 3600_000;
-const DELIVERY_MEMORY_MAX = 200_000;
+const DELIVERY_MEMORY_MAX = 100_000;
 /** Deliveries being read or handled at once; more are turned away with 503 (bodies can be 25 MiB). */
 const MAX_IN_FLIGHT = 32;
 const HANDLE_TIMEOUT_MS = 10_000;
