@@ -5,11 +5,12 @@
  *              workflow_job delivery to a runner pod created (the k-th pod against the k-th delivery),
  *              p50/p99/max, and when the 100th pod existed.
  *   pull       TotalNumberOfQueuedAndInProgressWorkflowRuns over 10 repositories with ARC's 1 min sync
- *              period under a steady workload: rate-limited requests per HRA-hour, against what ARC's
+ *              period under 0.5 and 6 jobs a minute: rate-limited requests per HRA-hour, against what ARC's
  *              algorithm spends on the same demand (both statuses of every repository each sync,
  *              plus one job list per queued or running run).
  *   delivery   webhook-driven supply against demand with clean deliveries, then with 10 % dropped and
- *              10 % duplicated: idle runner-minutes and queued job-minutes per job.
+ *              10 % duplicated, with and without the repair pass: idle runner-minutes and queued
+ *              job-minutes per job.
  *
  *   node bench/autoscale.ts [--only burst,pull,delivery] [--seconds 240] [--json]
  */
@@ -104,13 +105,13 @@ async function burst(): Promise<Record<string, unknown>> {
   }
 }
 
-async function pull(): Promise<Record<string, unknown>> {
+async function pull(jobsPerMinute: number): Promise<Record<string, unknown>> {
   const repos = 10;
   const sb = sandbox({
     autoscale: 'pull',
     runners: 30,
     repositories: repos,
-    jobRate: 6,
+    jobRate: jobsPerMinute,
     jobDurationMs: 30_000,
     scaleDownDelaySeconds: 60,
     paddockArgs: ['--log-level', LOG_LEVEL, '--sync-period', '1m'],
@@ -144,7 +145,7 @@ async function pull(): Promise<Record<string, unknown>> {
       bench: 'autoscale-pull-spend',
       repositories: repos,
       syncPeriod: '1m',
-      jobsPerMinute: 6,
+      jobsPerMinute,
       measuredSeconds: Math.round(hours * 3600),
       requests: metric.length,
       notModified: metric.filter((e) => e.notModified).length,
@@ -162,7 +163,7 @@ async function pull(): Promise<Record<string, unknown>> {
   }
 }
 
-async function delivery(chaos: boolean): Promise<Record<string, unknown>> {
+async function delivery(chaos: boolean, repair = true): Promise<Record<string, unknown>> {
   const sb = sandbox({
     autoscale: 'webhook',
     runners: 40,
@@ -170,6 +171,7 @@ async function delivery(chaos: boolean): Promise<Record<string, unknown>> {
     jobDurationMs: 20_000,
     scaleDownDelaySeconds: 30,
     webhookChaos: chaos ? { dropRate: 0.1, duplicateRate: 0.1 } : undefined,
+    paddockArgs: ['--log-level', LOG_LEVEL, ...(repair ? [] : ['--reservation-repair-interval', '0'])],
   });
   try {
     await sb.start();
@@ -180,6 +182,7 @@ async function delivery(chaos: boolean): Promise<Record<string, unknown>> {
     return {
       bench: 'autoscale-deliveries',
       deliveries: chaos ? '10% dropped, 10% duplicated' : 'all delivered once',
+      repairPass: repair,
       measuredSeconds: s.durationSeconds,
       jobs: s.jobs.created,
       jobsStarted: s.jobs.started,
@@ -202,9 +205,13 @@ async function delivery(chaos: boolean): Promise<Record<string, unknown>> {
 
 const runs: [string, () => Promise<Record<string, unknown>>][] = [
   ['burst', burst],
-  ['pull', pull],
+  // A quiet hour's demand and a busy one's: each run of a repository changes its lists.
+  ['pull', () => pull(0.5)],
+  ['pull', () => pull(6)],
   ['delivery', () => delivery(false)],
   ['delivery', () => delivery(true)],
+  // What the repair pass is worth: the same chaos without it (ARC has none).
+  ['delivery', () => delivery(true, false)],
 ];
 for (const [name, run] of runs) {
   if (!only.has(name)) continue;
