@@ -97,6 +97,13 @@ describe('planWorkflowJob', () => {
       body: 'pong',
     });
     assert.match(planWorkflowJob({ event: 'push', payload: {}, hras: [] }).body, /not push/);
+    // What the sender wrote is echoed only when it looks like GitHub's names.
+    const odd = planWorkflowJob({ event: '<script>alert(1)</script>', payload: {}, hras: [] }).body;
+    assert.equal(odd, 'ignored: paddock scales on workflow_job events, not (unrecognised)');
+    assert.equal(
+      planWorkflowJob({ event: 'workflow_job', payload: job({}, 'x'.repeat(500)), hras: [repoHra] }).body,
+      'ignored: workflow_job action (unrecognised)',
+    );
     assert.match(
       planWorkflowJob({ event: 'workflow_job', payload: job({}, 'in_progress'), hras: [repoHra] }).body,
       /ignored: workflow_job action in_progress/,

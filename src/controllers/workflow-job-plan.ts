@@ -114,6 +114,9 @@ export function findScaleTarget(input: {
   return undefined;
 }
 
+/** A sender's word in an answer: GitHub's event and action names are short lower-case words. */
+const echo = (v: string) => (/^[a-z_]{1,40}$/.test(v) ? v : '(unrecognised)');
+
 /** The answer to one delivery that passed the checks of `checkDelivery`. */
 export function planWorkflowJob(input: {
   event: string;
@@ -123,7 +126,7 @@ export function planWorkflowJob(input: {
 }): WorkflowJobDecision {
   if (input.event === 'ping') return { status: 200, body: 'pong' };
   if (input.event !== 'workflow_job') {
-    return { status: 200, body: `ignored: paddock scales on workflow_job events, not ${input.event}` };
+    return { status: 200, body: `ignored: paddock scales on workflow_job events, not ${echo(input.event)}` };
   }
   const parsed = workflowJobPayload.safeParse(input.payload);
   if (!parsed.success) {
@@ -135,7 +138,7 @@ export function planWorkflowJob(input: {
   }
   const p = parsed.data;
   if (p.action !== 'queued' && p.action !== 'completed') {
-    return { status: 200, body: `ignored: workflow_job action ${p.action}` };
+    return { status: 200, body: `ignored: workflow_job action ${echo(p.action)}` };
   }
   const found = findScaleTarget({
     owner: p.repository.owner.login,

@@ -138,7 +138,9 @@ export class WorkflowJobScaler {
   async handle(event: string, payload: unknown, signal?: AbortSignal): Promise<ScaleOutcome> {
     const hras = this.candidates();
     let visibleGroups: RunnerGroup[] | undefined;
-    if (event === 'workflow_job' && this.opts.github && this.usesGroups(hras)) {
+    const action = (payload as { action?: unknown }).action;
+    const scales = event === 'workflow_job' && (action === 'queued' || action === 'completed');
+    if (scales && this.opts.github && this.usesGroups(hras)) {
       visibleGroups = await this.visibleGroups(payload, signal);
     }
     const decision = planWorkflowJob({ event, payload, hras, visibleGroups });
