@@ -67,9 +67,16 @@ export interface EventRecorderOptions {
   seriesFlushMs?: number;
   /** Distinct events kept for aggregation. */
   maxTracked?: number;
+  /**
+   * Event writes in flight at once. Events are for people, not for the reconcilers: during a burst
+   * (a hundred pods created) they wait their turn instead of taking the API server from the
+   * writes that bring runners up. client-go's broadcaster writes one at a time.
+   */
+  maxInFlight?: number;
 }
 
 const NOTE_LIMIT = 1024;
+const MAX_WAITING = 1000;
 
 function isRef(x: KubeObject | ObjectRef): x is ObjectRef {
   return !('metadata' in x);
@@ -80,6 +87,10 @@ export class EventRecorder {
   private readonly series = new Map<string, SeriesState>();
   /** API writes made (creates + series updates), for tests and metrics. */
   writes = 0;
+  /** Events not written because too many were waiting. */
+  dropped = 0;
+  private inFlight = 0;
+  private readonly waiting: (() => void)[] = [];
 
   constructor(opts: EventRecorderOptions) {
     this.opts = opts;
@@ -183,6 +194,12 @@ export class EventRecorder {
       regarding: e.regarding,
       ...(e.related ? { related: e.related } : {}),
     };
+    // Best effort: with the API server slow or down, Events beyond a backlog are dropped, not hoarded.
+    if (this.waiting.length >= MAX_WAITING) {
+      this.dropped++;
+      return false;
+    }
+    await this.turn();
     try {
       this.writes++;
       await this.opts.http.request('POST', resourcePath(EVENTS, e.namespace), {
@@ -192,13 +209,31 @@ export class EventRecorder {
     } catch (err) {
       this.opts.log.warn({ err: toKubeError(err).message, reason: e.reason }, 'could not write Event');
       return false;
+    } finally {
+      this.done();
     }
+  }
+
+  private async turn(): Promise<void> {
+    if (this.inFlight < (this.opts.maxInFlight ?? 4)) {
+      this.inFlight++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+
+  /** Hands the slot to the next waiting write, if any. */
+  private done(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.inFlight--;
   }
 
   private async flushSeries(s: SeriesState): Promise<void> {
     if (s.count <= s.flushed) return;
     if (!(await s.created)) return;
     const count = s.count;
+    await this.turn();
     try {
       this.writes++;
       await this.opts.http.request('PATCH', resourcePath(EVENTS, s.namespace, s.name), {
@@ -210,6 +245,8 @@ export class EventRecorder {
       if (!isNotFound(err)) {
         this.opts.log.warn({ err: toKubeError(err).message }, 'could not update Event series');
       }
+    } finally {
+      this.done();
     }
   }
 }
