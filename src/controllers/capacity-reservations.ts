@@ -59,6 +59,8 @@ export interface JobOp {
   action: 'queued' | 'completed';
   /** How long a reservation lasts at most (the trigger's duration; 10 min by default). */
   durationMs: number;
+  /** Made by a repair pass from GitHub's listings, not by a delivery. */
+  repaired?: boolean;
 }
 
 export const DEFAULT_TRIGGER_DURATION_MS = 10 * 60_000;
@@ -191,11 +193,17 @@ export function planRepair(input: {
     if (!job.repo || !input.listedRepos.has(job.repo) || live.has(job.jobId)) continue;
     if (r.expirationTime !== undefined && r.expirationTime <= input.now) continue;
     if (r.effectiveTime === undefined || r.effectiveTime > input.now - input.graceMs) continue;
-    ops.push({ jobId: job.jobId, repo: job.repo, action: 'completed', durationMs: input.durationMs });
+    ops.push({
+      jobId: job.jobId,
+      repo: job.repo,
+      action: 'completed',
+      durationMs: input.durationMs,
+      repaired: true,
+    });
   }
   for (const j of live.values()) {
     if (!j.routesHere || reserved.has(j.id)) continue;
-    ops.push({ jobId: j.id, repo: j.repo, action: 'queued', durationMs: input.durationMs });
+    ops.push({ jobId: j.id, repo: j.repo, action: 'queued', durationMs: input.durationMs, repaired: true });
   }
   return ops;
 }

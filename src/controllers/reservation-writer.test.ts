@@ -153,3 +153,19 @@ describe('ReservationWriter', () => {
     await w.idle();
   });
 });
+
+describe('ReservationWriter and the repair pass', () => {
+  test("a repair's release is no completion: the job's reservation can come back", async () => {
+    const clock = new FakeClock();
+    const { api, http } = fakeApi();
+    const w = new ReservationWriter({ http, clock, log });
+    w.add(target, q(9));
+    await w.idle();
+    w.add(target, { ...c(9), repaired: true }); // the listing did not show the job (yet)
+    await w.idle();
+    assert.deepEqual(names(api.object), []);
+    w.add(target, { ...q(9), repaired: true }); // the next pass sees it queued
+    await w.idle();
+    assert.deepEqual(names(api.object), ['job-9@o/r']);
+  });
+});

@@ -24,7 +24,8 @@ import {
  * 8 then 16 s, with the deliveries that arrived meanwhile; other HRAs do not wait.
  *
  * A `completed` delivery is remembered for an hour: a `queued` delivery of the same job that
- * arrives after it (GitHub does not promise order) adds nothing.
+ * arrives after it (GitHub does not promise order) adds nothing. A release by the repair pass is
+ * not remembered: the job may only be missing from a listing that has not caught up.
  */
 
 export interface ReservationWriterOptions {
@@ -90,7 +91,8 @@ export class ReservationWriter {
     this.forgetOldCompletions(now);
     if (op.action === 'queued' && this.completed.has(op.jobId)) return true;
     if (this.queued >= this.limit) return false;
-    if (op.action === 'completed') this.completed.set(op.jobId, now);
+    // Only a delivery says for sure that a job completed: a listing may just not show it yet.
+    if (op.action === 'completed' && !op.repaired) this.completed.set(op.jobId, now);
     const key = `${hra.namespace}/${hra.name}`;
     let state = this.hras.get(key);
     if (!state) {

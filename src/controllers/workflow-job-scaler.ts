@@ -52,7 +52,7 @@ export interface WorkflowJobScalerOptions {
   repairIntervalMs?: number | undefined;
   /**
    * How old a reservation must be before a repair may release it (GitHub's listings trail its
-   * deliveries). Default: two repair intervals, at most 2 min.
+   * deliveries). Default: one repair interval, at most 2 min.
    */
   repairGraceMs?: number | undefined;
 }
@@ -310,7 +310,7 @@ export class WorkflowJobScaler {
       now: this.clock.now(),
       graceMs:
         this.opts.repairGraceMs ??
-        Math.min(DEFAULT_REPAIR_GRACE_MS, 2 * (this.opts.repairIntervalMs ?? DEFAULT_REPAIR_INTERVAL_MS)),
+        Math.min(DEFAULT_REPAIR_GRACE_MS, this.opts.repairIntervalMs ?? DEFAULT_REPAIR_INTERVAL_MS),
       durationMs: durationMs && durationMs > 0 ? durationMs : DEFAULT_TRIGGER_DURATION_MS,
     });
     if (ops.length === 0) return;
