@@ -1,6 +1,7 @@
 import { UsageError } from './flags.ts';
 import { RUN_SUMMARY, runCommand, StartupError } from './run.ts';
 import { SANDBOX_SUMMARY, sandboxCommand } from './sandbox.ts';
+import { UNINSTALL_SUMMARY, uninstallCommand } from './uninstall.ts';
 import { WEBHOOK_SERVER_SUMMARY, webhookServerCommand } from './webhook-server.ts';
 
 const USAGE = `Usage: paddock <command> [flags]
@@ -9,6 +10,7 @@ Commands:
   sandbox   ${SANDBOX_SUMMARY.split('\n')[0]}
   run       ${RUN_SUMMARY.split('\n')[0]}
   webhook-server  ${WEBHOOK_SERVER_SUMMARY.split('\n')[0]}
+  uninstall ${UNINSTALL_SUMMARY.split('\n')[0]}
   help      show this text; \`paddock <command> --help\` explains a command's flags
 `;
 
@@ -23,6 +25,8 @@ export async function main(argv: string[]): Promise<number> {
         return await sandboxCommand(rest);
       case 'webhook-server':
         return await webhookServerCommand(rest);
+      case 'uninstall':
+        return await uninstallCommand(rest);
       case undefined:
       case 'help':
       case '--help':
