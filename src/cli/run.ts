@@ -270,6 +270,18 @@ export interface Paddock {
   stop(): Promise<void>;
 }
 
+/** The kubeconfig at `path`, else the default (KUBECONFIG, ~/.kube/config, in-cluster). */
+export function loadKubeConfig(path: string | undefined): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  try {
+    if (path) kubeConfig.loadFromFile(path);
+    else kubeConfig.loadFromDefault();
+  } catch (err) {
+    throw new StartupError(`cannot load the kubeconfig ${path ?? '(default)'}: ${(err as Error).message}`);
+  }
+  return kubeConfig;
+}
+
 /** Exit codes: 2 for unusable configuration, cluster or credentials (no point restarting blindly). */
 export class StartupError extends Error {
   readonly exitCode = 2;
@@ -285,18 +297,7 @@ export async function startPaddock(
 ): Promise<Paddock> {
   const log = deps.log ?? createLogger({ level: config.logLevel });
   const clock = deps.clock ?? realClock;
-  let kubeConfig = deps.kubeConfig;
-  if (!kubeConfig) {
-    kubeConfig = new KubeConfig();
-    try {
-      if (config.kubeconfig) kubeConfig.loadFromFile(config.kubeconfig);
-      else kubeConfig.loadFromDefault();
-    } catch (err) {
-      throw new StartupError(
-        `cannot load the kubeconfig ${config.kubeconfig ?? '(default)'}: ${(err as Error).message}`,
-      );
-    }
-  }
+  const kubeConfig = deps.kubeConfig ?? loadKubeConfig(config.kubeconfig);
   const addresses = [
     ...new Set([config.metricsAddr, config.healthProbeAddr].filter((a): a is string => a !== undefined)),
   ];

@@ -1,4 +1,3 @@
-import { KubeConfig } from '@kubernetes/client-node';
 import { RUNNERS } from '../api/index.ts';
 import {
   FINALIZER_LINKED_RESOURCES,
@@ -17,7 +16,7 @@ import {
   deleteRunnerResourceWebhookConfigurations,
 } from '../webhooks/index.ts';
 import { type FlagSpec, parseFlags, renderHelp } from './flags.ts';
-import { StartupError } from './run.ts';
+import { loadKubeConfig, StartupError } from './run.ts';
 import { RUN_FLAGS } from './run-flags.ts';
 
 /**
@@ -96,14 +95,7 @@ export async function uninstallCommand(
     process.stdout.write(renderHelp('uninstall', UNINSTALL_SUMMARY, UNINSTALL_FLAGS));
     return 0;
   }
-  const kubeConfig = new KubeConfig();
-  try {
-    if (values.kubeconfig) kubeConfig.loadFromFile(values.kubeconfig as string);
-    else kubeConfig.loadFromDefault();
-  } catch (err) {
-    throw new StartupError(`cannot load the kubeconfig: ${(err as Error).message}`);
-  }
-  const http = new KubeHttp(kubeConfig);
+  const http = new KubeHttp(loadKubeConfig((values.kubeconfig as string | undefined) || undefined));
   try {
     const result = await uninstall(http, {
       namespace: (values['watch-namespace'] as string) || undefined,

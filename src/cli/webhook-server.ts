@@ -1,4 +1,4 @@
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { podGitHubClients } from '../controllers/github-clients.ts';
 import { GitHubClient, GitHubMetrics } from '../github/index.ts';
@@ -7,7 +7,13 @@ import { createLogger } from '../runtime/log.ts';
 import { Manager } from '../runtime/manager.ts';
 import { type FlagSpec, type FlagValues, parseFlags, renderHelp } from './flags.ts';
 import { type RunningGitHubWebhook, startGitHubWebhook } from './github-webhook.ts';
-import { type GitHubWebhookConfig, githubConfig, githubWebhookConfig, StartupError } from './run.ts';
+import {
+  type GitHubWebhookConfig,
+  githubConfig,
+  githubWebhookConfig,
+  loadKubeConfig,
+  StartupError,
+} from './run.ts';
 import { GITHUB_WEBHOOK_FLAGS, RUN_FLAGS } from './run-flags.ts';
 
 /** `paddock webhook-server` flags: ARC's github-webhook-server names and defaults (spec §8.2). */
@@ -90,16 +96,7 @@ export async function startWebhookServer(
   deps: { kubeConfig?: KubeConfig; handleSignals?: boolean; log?: Logger } = {},
 ): Promise<WebhookServerProcess> {
   const log = deps.log ?? createLogger({ level: config.logLevel });
-  let kubeConfig = deps.kubeConfig;
-  if (!kubeConfig) {
-    kubeConfig = new KubeConfig();
-    try {
-      if (config.kubeconfig) kubeConfig.loadFromFile(config.kubeconfig);
-      else kubeConfig.loadFromDefault();
-    } catch (err) {
-      throw new StartupError(`cannot load the kubeconfig: ${(err as Error).message}`);
-    }
-  }
+  const kubeConfig = deps.kubeConfig ?? loadKubeConfig(config.kubeconfig);
   const manager = new Manager({
     kubeConfig,
     log,
