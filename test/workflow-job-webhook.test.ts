@@ -160,7 +160,8 @@ describe('workflow_job webhook → HorizontalRunnerAutoscaler → RunnerDeployme
 
   test('bad deliveries are refused with their status and change nothing', async () => {
     const before = await hra();
-    const job = double.createJob({ owner: 'acme', repo: 'app', labels: ['linux'] });
+    // A job no autoscaler here serves: the repair pass (every second) must not reserve for it meanwhile.
+    const job = double.createJob({ owner: 'acme', repo: 'app', labels: ['windows'] });
     const payload = workflowJobPayload(double, job, 'queued');
     const wrong = await deliverWebhook({ url, secret: 'not-the-secret', payload });
     assert.equal(wrong.status, 401);
