@@ -21,7 +21,7 @@ import type { Manager } from '../runtime/manager.ts';
 import { mergePatch } from '../runtime/objects.ts';
 import { PODS } from '../runtime/resources.ts';
 import { type LabelSelector, selectorMatches } from '../runtime/selector.ts';
-import { objectKey, splitKey } from '../runtime/store.ts';
+import { type KubeObject, objectKey, splitKey } from '../runtime/store.ts';
 import { AutoscalerMetrics, type MetricTarget } from './autoscaler-metrics.ts';
 import {
   AutoscalingError,
@@ -46,6 +46,7 @@ import {
   rfc3339,
 } from './constants.ts';
 import type { GitHubClientSource, PodObject } from './runner-pod.ts';
+import { type ScaleTargetRunnerSpec, scaleTargetOf } from './scale-target.ts';
 
 /**
  * The HorizontalRunnerAutoscaler controller (spec §3.8, §7.1–7.4): for a RunnerDeployment or
@@ -78,14 +79,7 @@ interface Target {
   kind: 'RunnerDeployment' | 'RunnerSet';
   ref: ResourceRef;
   object: RunnerDeployment | RunnerSet;
-  spec: {
-    enterprise?: string | undefined;
-    organization?: string | undefined;
-    repository?: string | undefined;
-    labels?: string[] | undefined;
-    ephemeral?: boolean | undefined;
-    githubAPICredentialsFrom?: { secretRef?: { name?: string } } | undefined;
-  };
+  spec: ScaleTargetRunnerSpec;
   replicas: number | undefined;
   effectiveTime: string | null | undefined;
   /** Names of its runners in Kubernetes (Runners of a deployment, pods of a set). */
@@ -387,60 +381,35 @@ export class HorizontalRunnerAutoscalerReconciler {
   }
 
   private targetOf(hra: HorizontalRunnerAutoscaler): Target | undefined {
-    const ref = hra.spec.scaleTargetRef ?? {};
+    const found = scaleTargetOf(hra, {
+      deployments: this.deployments.store,
+      runnerSets: this.runnerSets.store,
+    });
+    if (!found || found.object.metadata.deletionTimestamp) return undefined;
     const namespace = hra.metadata.namespace;
-    if (!ref.name) return undefined;
-    if (!ref.kind || ref.kind === 'RunnerDeployment') {
-      const rd = this.deployments.store.getByName(namespace, ref.name);
-      if (!rd || rd.metadata.deletionTimestamp) return undefined;
-      const selector: LabelSelector = rd.spec.selector ?? {
-        matchLabels: { [LABEL_RUNNER_DEPLOYMENT_NAME]: rd.metadata.name ?? '' },
-      };
-      return {
-        kind: 'RunnerDeployment',
-        ref: RUNNER_DEPLOYMENTS,
-        object: rd,
-        spec: rd.spec.template?.spec ?? {},
-        replicas: rd.spec.replicas ?? undefined,
-        effectiveTime: rd.spec.effectiveTime,
-        runnerNames: () =>
-          new Set(
-            this.runners.store
-              .list()
-              .filter(
-                (r) => r.metadata.namespace === namespace && selectorMatches(selector, r.metadata.labels),
-              )
-              .map((r) => r.metadata.name ?? ''),
-          ),
-        podLabel: LABEL_RUNNER_DEPLOYMENT_NAME,
-      };
-    }
-    if (ref.kind === 'RunnerSet') {
-      const rs = this.runnerSets.store.getByName(namespace, ref.name);
-      if (!rs || rs.metadata.deletionTimestamp) return undefined;
-      const selector: LabelSelector = rs.spec.selector ?? {
-        matchLabels: { [LABEL_RUNNERSET_NAME]: rs.metadata.name ?? '' },
-      };
-      return {
-        kind: 'RunnerSet',
-        ref: RUNNER_SETS,
-        object: rs,
-        spec: rs.spec,
-        replicas: rs.spec.replicas ?? undefined,
-        effectiveTime: rs.spec.effectiveTime,
-        runnerNames: () =>
-          new Set(
-            this.pods.store
-              .list()
-              .filter(
-                (p) => p.metadata.namespace === namespace && selectorMatches(selector, p.metadata.labels),
-              )
-              .map((p) => p.metadata.name ?? ''),
-          ),
-        podLabel: LABEL_RUNNERSET_NAME,
-      };
-    }
-    return undefined;
+    const object = found.object;
+    const deployment = found.kind === 'RunnerDeployment';
+    const podLabel = deployment ? LABEL_RUNNER_DEPLOYMENT_NAME : LABEL_RUNNERSET_NAME;
+    const selector: LabelSelector = object.spec.selector ?? {
+      matchLabels: { [podLabel]: object.metadata.name ?? '' },
+    };
+    // A deployment's runners are its Runners; a set's are its pods.
+    const members = (): KubeObject[] => (deployment ? this.runners.store.list() : this.pods.store.list());
+    return {
+      kind: found.kind,
+      ref: deployment ? RUNNER_DEPLOYMENTS : RUNNER_SETS,
+      object,
+      spec: found.runnerSpec,
+      replicas: object.spec.replicas ?? undefined,
+      effectiveTime: object.spec.effectiveTime,
+      runnerNames: () =>
+        new Set(
+          members()
+            .filter((o) => o.metadata.namespace === namespace && selectorMatches(selector, o.metadata.labels))
+            .map((o) => o.metadata.name ?? ''),
+        ),
+      podLabel,
+    };
   }
 
   private async clientFor(hra: HorizontalRunnerAutoscaler, target: Target): Promise<GitHubClient> {

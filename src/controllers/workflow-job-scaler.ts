@@ -24,6 +24,7 @@ import {
 } from './capacity-reservations.ts';
 import { ReservationWriter } from './reservation-writer.ts';
 import type { GitHubClientSource } from './runner-pod.ts';
+import { scaleTargetOf } from './scale-target.ts';
 import {
   findScaleTarget,
   type HraCandidate,
@@ -78,6 +79,7 @@ export class WorkflowJobScaler {
   private readonly seenRepos = new Map<string, Map<string, number>>();
   private readonly demand = new Map<string, WorkflowDemand>();
   private readonly repairs: Counter<'action'>;
+  private readonly stores: Parameters<typeof scaleTargetOf>[1];
   private timer: Timer | undefined;
   private repairing: Promise<void> | undefined;
   private stopped = false;
@@ -91,6 +93,7 @@ export class WorkflowJobScaler {
     this.hras = m.informer<HorizontalRunnerAutoscaler>(HORIZONTAL_RUNNER_AUTOSCALERS, ns);
     this.deployments = m.informer<RunnerDeployment>(RUNNER_DEPLOYMENTS, ns);
     this.runnerSets = m.informer<RunnerSet>(RUNNER_SETS, ns);
+    this.stores = { deployments: this.deployments.store, runnerSets: this.runnerSets.store };
     this.writer = new ReservationWriter({
       http: m.http,
       clock: m.clock,
@@ -164,18 +167,14 @@ export class WorkflowJobScaler {
       .list()
       .sort((a, b) => objectKey(a).localeCompare(objectKey(b)))
       .map((h) => {
-        const ref = h.spec.scaleTargetRef ?? {};
-        const ns = h.metadata.namespace;
-        let target: HraCandidate['target'];
-        if (ref.name && (!ref.kind || ref.kind === 'RunnerDeployment')) {
-          const t = this.deployments.store.getByName(ns, ref.name)?.spec.template?.spec;
-          if (t) target = { kind: 'RunnerDeployment', ...scopeOf(t), labels: t.labels ?? [] };
-        } else if (ref.name && ref.kind === 'RunnerSet') {
-          const t = this.runnerSets.store.getByName(ns, ref.name)?.spec;
-          if (t) target = { kind: 'RunnerSet', ...scopeOf(t), labels: t.labels ?? [] };
-        }
+        const t = scaleTargetOf(h, this.stores);
+        const target: HraCandidate['target'] = t && {
+          kind: t.kind,
+          ...scopeOf(t.runnerSpec),
+          labels: t.runnerSpec.labels ?? [],
+        };
         return {
-          namespace: ns ?? '',
+          namespace: h.metadata.namespace ?? '',
           name: h.metadata.name ?? '',
           deleting: Boolean(h.metadata.deletionTimestamp),
           triggers: (h.spec.scaleUpTriggers ?? []).map((t) => ({
@@ -330,14 +329,7 @@ export class WorkflowJobScaler {
   }
 
   private targetSecret(hra: HorizontalRunnerAutoscaler): string | undefined {
-    const ref = hra.spec.scaleTargetRef ?? {};
-    if (!ref.name) return undefined;
-    const ns = hra.metadata.namespace;
-    if (ref.kind === 'RunnerSet') {
-      return this.runnerSets.store.getByName(ns, ref.name)?.spec.githubAPICredentialsFrom?.secretRef?.name;
-    }
-    return this.deployments.store.getByName(ns, ref.name)?.spec.template?.spec?.githubAPICredentialsFrom
-      ?.secretRef?.name;
+    return scaleTargetOf(hra, this.stores)?.runnerSpec.githubAPICredentialsFrom?.secretRef?.name;
   }
 }
 
