@@ -3,7 +3,8 @@ import type { GitHubClientSource } from '../controllers/runner-pod.ts';
 import { WorkflowJobScaler } from '../controllers/workflow-job-scaler.ts';
 import { type Manager, parseListenAddress } from '../runtime/manager.ts';
 import { GitHubWebhookServer } from '../webhooks/github-webhook-server.ts';
-import { type GitHubWebhookConfig, StartupError } from './run.ts';
+import type { GitHubWebhookConfig } from './run.ts';
+import { StartupError } from './startup-error.ts';
 
 export interface RunningGitHubWebhook {
   scaler: WorkflowJobScaler;

@@ -20,9 +20,9 @@ import {
   resolveEndpoints,
 } from '../github/index.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
-import { toKubeError } from '../runtime/errors.ts';
+import { isNotFound, toKubeError } from '../runtime/errors.ts';
 import { resourcePath } from '../runtime/informer.ts';
-import { PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
+import { type KubeHttp, PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
 import { createLogger } from '../runtime/log.ts';
 import { Manager, parseListenAddress } from '../runtime/manager.ts';
 import { FIELD_MANAGER } from '../runtime/objects.ts';
@@ -30,7 +30,9 @@ import { CUSTOM_RESOURCE_DEFINITIONS, STATEFUL_SETS } from '../runtime/resources
 import {
   applyRunnerPodWebhookConfiguration,
   applyRunnerResourceWebhookConfigurations,
+  type ConfigurationOwner,
   cachedRunnerPodCluster,
+  clusterRoleOwner,
   DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
   DEFAULT_WEBHOOK_CONFIGURATION_NAME,
   kubeRunnerPodCluster,
@@ -44,6 +46,7 @@ import {
 import { type FlagValues, parseFlags, renderHelp, UsageError } from './flags.ts';
 import { type RunningGitHubWebhook, startGitHubWebhook } from './github-webhook.ts';
 import { RUN_FLAGS } from './run-flags.ts';
+import { StartupError } from './startup-error.ts';
 
 /** Everything `paddock run` needs, after flags and environment are read and checked. */
 export interface RunConfig {
@@ -76,6 +79,8 @@ export interface RunConfig {
     url: string | undefined;
     service: string;
     jitConfig: boolean;
+    /** `--owner-cluster-role`: the ClusterRole whose deletion takes the webhook configurations with it. */
+    ownerClusterRole: string | undefined;
     certCheckIntervalMs: number;
     /** PEM of the CA whose client certificates may call the webhook (the API server's). */
     clientCa: string | undefined;
@@ -216,6 +221,7 @@ export function runConfig(v: FlagValues): RunConfig {
       url: (v['webhook-url'] as string) || undefined,
       service: v['webhook-service'] as string,
       jitConfig: v['webhook-jit-config'] === true,
+      ownerClusterRole: (v['owner-cluster-role'] as string) || undefined,
       certCheckIntervalMs: v['webhook-cert-check-interval'] as number,
       clientCa: clientCaPath ? readFileSync(clientCaPath, 'utf8') : undefined,
     },
@@ -280,11 +286,6 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
     throw new StartupError(`cannot load the kubeconfig ${path ?? '(default)'}: ${(err as Error).message}`);
   }
   return kubeConfig;
-}
-
-/** Exit codes: 2 for unusable configuration, cluster or credentials (no point restarting blindly). */
-export class StartupError extends Error {
-  readonly exitCode = 2;
 }
 
 /**
@@ -502,6 +503,7 @@ async function startWebhook(
       ...(ipHost ? { ipAddresses: [ipHost] } : {}),
     });
   const certs = await loadCertificates();
+  const owner = await ownerOfConfigurations(manager.http, config.webhook.ownerClusterRole);
   const watched = config.watchNamespace ? { namespace: config.watchNamespace } : {};
   const server = new WebhookServer({
     tls: certs.serving,
@@ -536,12 +538,14 @@ async function startWebhook(
         name: `${DEFAULT_WEBHOOK_CONFIGURATION_NAME}${suffix}`,
         clientConfig: baseUrl ? { url: `${baseUrl}${MUTATE_RUNNER_POD_PATH}` } : { service },
         caBundle,
+        owner,
         ...watched,
       }),
       applyRunnerResourceWebhookConfigurations(manager.http, {
         name: `${DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME}${suffix}`,
         endpoint: baseUrl ? { baseUrl } : { service },
         caBundle,
+        owner,
         ...watched,
       }),
     ]);
@@ -563,6 +567,22 @@ async function startWebhook(
       await server.stop();
     },
   };
+}
+
+async function ownerOfConfigurations(
+  http: KubeHttp,
+  name: string | undefined,
+): Promise<ConfigurationOwner | undefined> {
+  if (!name) return undefined;
+  try {
+    return await clusterRoleOwner(http, name);
+  } catch (err) {
+    if (isNotFound(err))
+      throw new StartupError(
+        `--owner-cluster-role: ClusterRole "${name}" does not exist (the webhook configurations it would own would be deleted at once)`,
+      );
+    throw err;
+  }
 }
 
 export const RUN_SUMMARY =

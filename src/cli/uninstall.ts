@@ -16,8 +16,9 @@ import {
   deleteRunnerResourceWebhookConfigurations,
 } from '../webhooks/index.ts';
 import { type FlagSpec, parseFlags, renderHelp } from './flags.ts';
-import { loadKubeConfig, StartupError } from './run.ts';
+import { loadKubeConfig } from './run.ts';
 import { RUN_FLAGS } from './run-flags.ts';
+import { StartupError } from './startup-error.ts';
 
 /**
  * `paddock uninstall` (issue 13 item 5): removes the admission webhook configurations paddock

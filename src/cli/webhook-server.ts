@@ -7,14 +7,9 @@ import { createLogger } from '../runtime/log.ts';
 import { Manager } from '../runtime/manager.ts';
 import { type FlagSpec, type FlagValues, parseFlags, renderHelp } from './flags.ts';
 import { type RunningGitHubWebhook, startGitHubWebhook } from './github-webhook.ts';
-import {
-  type GitHubWebhookConfig,
-  githubConfig,
-  githubWebhookConfig,
-  loadKubeConfig,
-  StartupError,
-} from './run.ts';
+import { type GitHubWebhookConfig, githubConfig, githubWebhookConfig, loadKubeConfig } from './run.ts';
 import { GITHUB_WEBHOOK_FLAGS, RUN_FLAGS } from './run-flags.ts';
+import { StartupError } from './startup-error.ts';
 
 /** `paddock webhook-server` flags: ARC's github-webhook-server names and defaults (spec §8.2). */
 export const WEBHOOK_SERVER_FLAGS: FlagSpec[] = [
