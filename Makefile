@@ -3,7 +3,7 @@
 SHELL := bash
 NODE_ENV := bash hack/node-env.sh
 
-.PHONY: sandbox run test test-unit lint format build bench control-plane clean help
+.PHONY: sandbox run test test-unit lint format build bench control-plane helm manifests image clean help
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -35,5 +35,15 @@ bench: ## Benchmarks; each prints one JSON line of figures
 control-plane: ## Build kube-apiserver, kube-controller-manager and etcd into the cache (once)
 	@bash hack/build-control-plane.sh
 
+helm: ## Build the pinned Helm v4 (chart tests, make manifests) into the cache (once)
+	@bash hack/build-helm.sh
+
+manifests: ## Regenerate the CRDs (config/crd, charts/paddock/crds, their types) and config/default from the chart
+	@$(NODE_ENV) node hack/gen-crds.ts
+	@$(NODE_ENV) node hack/gen-manifests.ts
+
+image: ## Build the container image as an OCI archive, out/paddock-<version>.oci.tar (ARGS="--json", "--update-lock")
+	@$(NODE_ENV) node hack/build-image.ts $(ARGS)
+
 clean: ## Remove build output (not the binary caches)
-	rm -rf dist
+	rm -rf dist out

@@ -1,8 +1,9 @@
 /**
- * Generates the CRDs of `actions.summerwind.dev/v1alpha1` (config/crd/*.yaml) and their TypeScript types
- * (src/api/generated/types.ts) from one source: the schemas in src/api/schema.ts, with the Kubernetes
- * types they embed (PodSpec, Container, StatefulSetSpec, ...) inlined from the OpenAPI v3 document of a
- * real kube-apiserver, which this script starts on loopback (the pinned test control plane).
+ * Generates the CRDs of `actions.summerwind.dev/v1alpha1` (config/crd/*.yaml, and the same bytes in the
+ * Helm chart's charts/paddock/crds/) and their TypeScript types (src/api/generated/types.ts) from one
+ * source: the schemas in src/api/schema.ts, with the Kubernetes types they embed (PodSpec, Container,
+ * StatefulSetSpec, ...) inlined from the OpenAPI v3 document of a real kube-apiserver, which this script
+ * starts on loopback (the pinned test control plane).
  *
  *   node hack/gen-crds.ts            regenerate everything
  *   node hack/gen-crds.ts --check    exit 1 when the committed output differs from a fresh generation
@@ -30,6 +31,8 @@ import { KUBERNETES_VERSION, startControlPlane } from '../src/testenv/control-pl
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CRD_DIR = path.join(root, 'config', 'crd');
+/** Helm installs the CRDs of a chart's crds/ directory before its templates; test/chart.test.ts checks they match. */
+const CHART_CRD_DIR = path.join(root, 'charts', 'paddock', 'crds');
 const TYPES_FILE = path.join(root, 'src', 'api', 'generated', 'types.ts');
 
 /**
@@ -177,7 +180,10 @@ function toCrd(s: Schema, k8s: Inliner): CrdSchema {
     }
     for (const [k, v] of Object.entries(s.properties ?? {})) properties[k] = toCrd(v, k8s);
     required.push(...(s.required ?? []));
-    out = { ...out, type: 'object', properties };
+    // No empty `properties`: the API server drops it, and a CRD that does not read back as written
+    // makes another manager's server-side apply of the same file (Helm 4 installing the chart's
+    // crds/ where paddock applied them) conflict on .spec.versions.
+    out = { ...out, type: 'object', ...(Object.keys(properties).length ? { properties } : {}) };
     if (required.length) out.required = [...new Set(required)];
   }
   for (const [key, value] of Object.entries(s)) {
@@ -361,6 +367,7 @@ function render(components: Map<string, OpenAPINode>): { outputs: Output[]; size
     const yaml = header + stringify(crd, { aliasDuplicateObjects: false, lineWidth: 0 });
     const file = path.join(CRD_DIR, `${GROUP}_${def.plural}.yaml`);
     outputs.push({ file, content: yaml });
+    outputs.push({ file: path.join(CHART_CRD_DIR, path.basename(file)), content: yaml });
     sizes.push(
       `${def.kind}: ${(JSON.stringify(crd).length / 1024).toFixed(1)} KiB JSON, ${(yaml.length / 1024).toFixed(1)} KiB YAML`,
     );

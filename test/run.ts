@@ -11,6 +11,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ControlPlane, startControlPlane } from '../src/testenv/control-plane.ts';
+import { ensureHelm } from '../src/testenv/helm.ts';
 import { installCrdsEarly } from './support/cluster.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -22,11 +23,16 @@ const hasPatterns = extra.some((a) => !a.startsWith('-'));
 const patterns = hasPatterns
   ? []
   : unitOnly
-    ? ['src/**/*.test.ts']
-    : ['src/**/*.test.ts', 'test/**/*.test.ts'];
+    ? ['src/**/*.test.ts', 'hack/**/*.test.ts']
+    : ['src/**/*.test.ts', 'hack/**/*.test.ts', 'test/**/*.test.ts'];
 
 let plane: ControlPlane | undefined;
 const env: NodeJS.ProcessEnv = { ...process.env };
+if (!unitOnly && (!hasPatterns || extra.some((a) => /chart|helm|sandbox/.test(a)))) {
+  // The chart tests' Helm, built once like the control plane (the tests would build it too, but
+  // inside their time limit); a failure is theirs to report.
+  await ensureHelm().catch((err: Error) => process.stderr.write(`[test] no Helm: ${err.message}\n`));
+}
 if (!unitOnly) {
   const started = Date.now();
   plane = await startControlPlane({ controllerManager: true });
