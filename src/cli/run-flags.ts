@@ -319,6 +319,14 @@ export const RUN_FLAGS: FlagSpec[] = [
   },
   {
     group: 'Pod token webhook',
+    name: 'owner-cluster-role',
+    type: 'string',
+    env: 'OWNER_CLUSTER_ROLE',
+    default: '',
+    help: 'ClusterRole that owns the webhook configurations paddock registers, so that deleting it (helm uninstall) has Kubernetes delete them too; it must exist',
+  },
+  {
+    group: 'Pod token webhook',
     name: 'webhook-jit-config',
     type: 'boolean',
     env: 'WEBHOOK_JIT_CONFIG',

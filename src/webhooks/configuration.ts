@@ -22,6 +22,28 @@ export const DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME = 'paddock-runner-resour
 const BASE = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
 const VALIDATING_BASE = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations';
 
+/**
+ * A cluster-scoped owner (the release's ClusterRole): the garbage collector deletes the configuration
+ * once the owner is gone, so `helm uninstall` leaves no configuration pointing at a missing Service.
+ */
+export interface ConfigurationOwner {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+}
+
+function configurationMetadata(
+  name: string,
+  options: { labels?: Record<string, string> | undefined; owner?: ConfigurationOwner | undefined },
+) {
+  return {
+    name,
+    labels: { 'app.kubernetes.io/managed-by': 'paddock', ...options.labels },
+    ...(options.owner ? { ownerReferences: [{ ...options.owner }] } : {}),
+  };
+}
+
 export type WebhookClientConfig =
   /** Development and tests: the server's address, e.g. `https://127.0.0.1:9443/mutate-runner-set-pod`. */
   | { url: string }
@@ -39,6 +61,8 @@ export interface RunnerPodWebhookOptions {
   /** Default 10. */
   timeoutSeconds?: number | undefined;
   labels?: Record<string, string> | undefined;
+  /** The cluster-scoped object whose deletion should take the configuration with it. */
+  owner?: ConfigurationOwner | undefined;
 }
 
 /** The MutatingWebhookConfiguration object. */
@@ -57,10 +81,7 @@ export function runnerPodWebhookConfiguration(options: RunnerPodWebhookOptions):
   return {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'MutatingWebhookConfiguration',
-    metadata: {
-      name: options.name ?? DEFAULT_WEBHOOK_CONFIGURATION_NAME,
-      labels: { 'app.kubernetes.io/managed-by': 'paddock', ...options.labels },
-    },
+    metadata: configurationMetadata(options.name ?? DEFAULT_WEBHOOK_CONFIGURATION_NAME, options),
     webhooks: [
       {
         name: RUNNER_POD_WEBHOOK_NAME,
@@ -141,6 +162,8 @@ export interface RunnerResourceWebhookOptions {
   /** Default 10. */
   timeoutSeconds?: number | undefined;
   labels?: Record<string, string> | undefined;
+  /** The cluster-scoped object whose deletion should take the configuration with it. */
+  owner?: ConfigurationOwner | undefined;
 }
 
 function clientConfigFor(endpoint: WebhookEndpoint, path: string, caBundle: string): Record<string, unknown> {
@@ -170,10 +193,7 @@ export const NOT_A_REPLICA_SET_RUNNER =
 export function runnerResourceWebhookConfiguration(
   options: RunnerResourceWebhookOptions,
 ): Record<string, unknown> {
-  const metadata = {
-    name: options.name ?? DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
-    labels: { 'app.kubernetes.io/managed-by': 'paddock', ...options.labels },
-  };
+  const metadata = configurationMetadata(options.name ?? DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME, options);
   const common = (resource: string) => ({
     admissionReviewVersions: ['v1'],
     rules: [
@@ -254,4 +274,16 @@ export async function deleteRunnerResourceWebhookConfigurations(
   // The validating one first: it is the one that turns requests away.
   await deleteIgnoringNotFound(http, `${VALIDATING_BASE}/${encodeURIComponent(name)}`);
   await deleteIgnoringNotFound(http, `${BASE}/${encodeURIComponent(name)}`);
+}
+
+/**
+ * The owner reference of `--owner-cluster-role`. A reference to an object that does not exist would
+ * have the garbage collector delete the configuration at once, so a missing role is an error.
+ */
+export async function clusterRoleOwner(http: KubeHttp, name: string): Promise<ConfigurationOwner> {
+  const role = await http.request<{ metadata: { uid: string } }>(
+    'GET',
+    `/apis/rbac.authorization.k8s.io/v1/clusterroles/${encodeURIComponent(name)}`,
+  );
+  return { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name, uid: role.metadata.uid };
 }

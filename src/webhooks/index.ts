@@ -14,6 +14,7 @@ export {
   loadOrCreateWebhookCertificates,
 } from './certs.ts';
 export type {
+  ConfigurationOwner,
   RunnerPodWebhookOptions,
   RunnerResourceWebhookOptions,
   WebhookClientConfig,
@@ -22,6 +23,7 @@ export type {
 export {
   applyRunnerPodWebhookConfiguration,
   applyRunnerResourceWebhookConfigurations,
+  clusterRoleOwner,
   DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
   DEFAULT_WEBHOOK_CONFIGURATION_NAME,
   deleteRunnerPodWebhookConfiguration,
