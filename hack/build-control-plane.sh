@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager and etcd from the Go module proxy into a
+# Builds kube-apiserver, kube-controller-manager, kubectl and etcd from the Go module proxy into a
 # version-keyed cache directory outside the repository. Skips every binary that already reports
 # the pinned version. Prints the directory on the last line of stdout.
 set -euo pipefail
@@ -54,6 +54,14 @@ for b in kube-apiserver kube-controller-manager; do
     go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="$ld" -o "$bin/$b.tmp" "k8s.io/kubernetes/cmd/$b")
   mv "$bin/$b.tmp" "$bin/$b"
 done
+
+# kubectl for the tests that run the README's and the migration guide's commands as written.
+if ! { [ -x "$bin/kubectl" ] && "$bin/kubectl" version --client 2>/dev/null | grep -qx "Client Version: $K8S_VERSION"; }; then
+  say "building kubectl $K8S_VERSION into $bin"
+  (cd "$here/k8s-bins" && with_progress kubectl \
+    go build -trimpath -ldflags="$ld" -o "$bin/kubectl.tmp" k8s.io/kubernetes/cmd/kubectl)
+  mv "$bin/kubectl.tmp" "$bin/kubectl"
+fi
 
 if ! { [ -x "$bin/etcd" ] && "$bin/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}"; }; then
   say "building etcd $ETCD_VERSION into $bin"

@@ -244,7 +244,7 @@ export class RunnerPodReconciler {
         const name = pod.metadata.name ?? '';
         try {
           await this.deleteLinked(PODS, pod.metadata.namespace ?? 'default', name);
-          await this.deleteLinked(SECRETS, pod.metadata.namespace ?? 'default', name);
+          await this.deleteLinkedSecrets(pod.metadata.namespace ?? 'default', name);
         } catch (err) {
           this.event(
             pod,
@@ -463,6 +463,16 @@ export class RunnerPodReconciler {
         .filter((o) => !o.metadata.deletionTimestamp)
         .map((o) => this.deleteIgnoringNotFound(resourcePath(r, namespace, o.metadata.name))),
     );
+  }
+
+  /**
+   * One delete of the collection: listing Secrets would need the right to read every Secret in the
+   * namespace, which paddock's role does not grant.
+   */
+  private async deleteLinkedSecrets(namespace: string, podName: string): Promise<void> {
+    await this.http.request('DELETE', resourcePath(SECRETS, namespace), {
+      query: { labelSelector: `${LABEL_RUNNER_POD}=${podName}` },
+    });
   }
 
   /** `uid`: only that very object (a newer one of the same name answers 409, which is fine too). */

@@ -26,6 +26,8 @@ export interface ControlPlaneBinaries {
   etcd: string;
   /** Absent when only envtest assets without a controller-manager were found and no build was allowed. */
   kubeControllerManager?: string;
+  /** For tests that run documented commands as written; built with the others. */
+  kubectl?: string;
 }
 
 export interface ControlPlaneOptions {
@@ -37,7 +39,40 @@ export interface ControlPlaneOptions {
   apiServerArgs?: string[];
   /** Progress lines (binary build, start-up); defaults to stderr. */
   log?: (line: string) => void;
+  /**
+   * Audit every request of service accounts outside kube-system (verb, resource, response code) to
+   * `auditLogPath`, as JSON lines: what a test needs to prove a role grants enough and no more.
+   */
+  auditServiceAccounts?: boolean;
 }
+
+/** One line of the API server's audit log (the fields tests read). */
+export interface AuditEvent {
+  verb: string;
+  requestURI: string;
+  user: { username: string };
+  objectRef?: {
+    resource?: string;
+    subresource?: string;
+    apiGroup?: string;
+    namespace?: string;
+    name?: string;
+  };
+  responseStatus?: { code?: number; reason?: string; message?: string };
+}
+
+const AUDIT_POLICY = [
+  'apiVersion: audit.k8s.io/v1',
+  'kind: Policy',
+  'omitStages: [RequestReceived, ResponseStarted]',
+  'rules:',
+  '- level: None',
+  '  userGroups: ["system:serviceaccounts:kube-system"]',
+  '- level: Metadata',
+  '  userGroups: ["system:serviceaccounts"]',
+  '- level: None',
+  '',
+].join('\n');
 
 export interface ControlPlane {
   readonly kubeconfigPath: string;
@@ -45,6 +80,8 @@ export interface ControlPlane {
   readonly server: string;
   readonly dataDir: string;
   readonly controllerManager: boolean;
+  /** With `auditServiceAccounts`: the audit log (JSON lines, written as requests complete). */
+  readonly auditLogPath?: string;
   /**
    * Compacts etcd's history up to now, as the API server does every few minutes; watches from an
    * older resourceVersion then end in 410 Gone. Returns the compacted revision.
@@ -83,6 +120,12 @@ export function findBinaries(): Partial<ControlPlaneBinaries> {
     inDir(assets, 'kube-controller-manager'),
     inDir(cache, 'kube-controller-manager'),
   );
+  const kubectl = firstExisting(
+    process.env.TEST_ASSET_KUBECTL,
+    inDir(assets, 'kubectl'),
+    inDir(cache, 'kubectl'),
+  );
+  if (kubectl) found.kubectl = kubectl;
   if (apiserver) found.kubeApiserver = apiserver;
   if (etcd) found.etcd = etcd;
   if (kcm) found.kubeControllerManager = kcm;
@@ -95,7 +138,12 @@ export function findBinaries(): Partial<ControlPlaneBinaries> {
  */
 export async function ensureBinaries(opts: { needControllerManager: boolean; log?: (l: string) => void }) {
   const found = findBinaries();
-  if (found.kubeApiserver && found.etcd && (found.kubeControllerManager || !opts.needControllerManager)) {
+  if (
+    found.kubeApiserver &&
+    found.etcd &&
+    found.kubectl &&
+    (found.kubeControllerManager || !opts.needControllerManager)
+  ) {
     return found as ControlPlaneBinaries;
   }
   const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
@@ -119,6 +167,7 @@ export async function ensureBinaries(opts: { needControllerManager: boolean; log
     kubeApiserver: found.kubeApiserver ?? path.join(dir, 'kube-apiserver'),
     etcd: found.etcd ?? path.join(dir, 'etcd'),
     kubeControllerManager: found.kubeControllerManager ?? path.join(dir, 'kube-controller-manager'),
+    kubectl: found.kubectl ?? path.join(dir, 'kubectl'),
   };
 }
 
@@ -252,6 +301,19 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     process.off('exit', removeDataOnExit);
   };
 
+  const auditLogPath = options.auditServiceAccounts ? path.join(dir, 'audit.log') : undefined;
+  const auditArgs: string[] = [];
+  if (auditLogPath) {
+    const policy = path.join(dir, 'audit-policy.yaml');
+    await writeFile(policy, AUDIT_POLICY);
+    auditArgs.push(
+      `--audit-policy-file=${policy}`,
+      `--audit-log-path=${auditLogPath}`,
+      '--audit-log-format=json',
+      '--audit-log-mode=blocking',
+    );
+  }
+
   const etcdLog = path.join(dir, 'etcd.log');
   const startEtcd = async () => {
     const etcd = startManagedProcess({
@@ -301,6 +363,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
         '--allow-privileged=true',
         '--endpoint-reconciler-type=none',
         '--v=1',
+        ...auditArgs,
         ...(options.apiServerArgs ?? []),
       ],
     });
@@ -392,6 +455,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       server,
       dataDir: dir,
       controllerManager: withKcm,
+      ...(auditLogPath ? { auditLogPath } : {}),
       pids: () => procs.filter((p) => p.running()).map((p) => p.pid),
       async compactEtcd() {
         const etcdUrl = `http://127.0.0.1:${etcdPort}`;
