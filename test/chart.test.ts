@@ -6,11 +6,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { KubeConfig } from '@kubernetes/client-node';
 import { parse, parseAllDocuments } from 'yaml';
+import { API_VERSION, type Runner } from '../src/api/index.ts';
 import { type FlagSpec, parseFlags } from '../src/cli/flags.ts';
 import { RUN_FLAGS } from '../src/cli/run-flags.ts';
 import { WEBHOOK_SERVER_FLAGS } from '../src/cli/webhook-server.ts';
-import { isNotFound } from '../src/runtime/errors.ts';
+import { runnerRbacObjects } from '../src/controllers/runner-pod-spec.ts';
+import { isNotFound, type KubeError } from '../src/runtime/errors.ts';
 import { KubeHttp, PATCH_CONTENT_TYPES } from '../src/runtime/kube-http.ts';
 import { ensureHelm, type HelmResult, isolatedHelmEnv, runHelm } from '../src/testenv/helm.ts';
 import { clusterRoleOwner } from '../src/webhooks/configuration.ts';
@@ -65,6 +68,20 @@ function parseManifests(text: string): K8sObject[] {
 }
 
 const fixture = (name: string) => path.join(FIXTURES, name);
+
+/** The cluster of `kc`, reached with a bearer token instead of its user. */
+function withToken(kc: KubeConfig, token: string): KubeConfig {
+  const cluster = kc.getCurrentCluster();
+  assert.ok(cluster, 'the kubeconfig has a current cluster');
+  const out = new KubeConfig();
+  out.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name: 'token', token }],
+    contexts: [{ name: 'token', cluster: cluster.name, user: 'token' }],
+    currentContext: 'token',
+  });
+  return out;
+}
 
 /** Objects of one kind (and name). */
 const all = (objs: K8sObject[], kind: string) => objs.filter((o) => o.kind === kind);
@@ -720,6 +737,102 @@ describe('Helm chart', () => {
     });
   });
 
+  test('the ClusterRole lets paddock create each runner’s Role, only with the values that ask for it', async () => {
+    // Kubernetes lets a ServiceAccount create a Role only with rules it holds itself (no escalation):
+    // the per-runner Roles of --runner-status-update-hook and containerMode kubernetes must be
+    // covered by the chart's ClusterRole when, and only when, their values are set.
+    const ns = await freshNamespace('t-chart-escalate');
+    const runner = (name: string, containerMode?: string): Runner => ({
+      apiVersion: API_VERSION,
+      kind: 'Runner',
+      metadata: { name, namespace: ns, uid: '00000000-0000-4000-8000-000000000000' },
+      spec: { organization: 'acme', ...(containerMode ? { containerMode } : {}) },
+    });
+    const cases: { sets: string[]; hook: boolean; kubernetesMode: boolean; allowed: boolean }[] = [
+      { sets: [], hook: true, kubernetesMode: false, allowed: false },
+      { sets: [], hook: false, kubernetesMode: true, allowed: false },
+      { sets: ['runner.statusUpdateHook.enabled=true'], hook: true, kubernetesMode: false, allowed: true },
+      { sets: ['runner.statusUpdateHook.enabled=true'], hook: false, kubernetesMode: true, allowed: false },
+      {
+        sets: ['rbac.allowGrantingKubernetesContainerModePermissions=true'],
+        hook: false,
+        kubernetesMode: true,
+        allowed: true,
+      },
+      {
+        sets: [
+          'rbac.allowGrantingKubernetesContainerModePermissions=true',
+          'runner.statusUpdateHook.enabled=true',
+        ],
+        hook: true,
+        kubernetesMode: true,
+        allowed: true,
+      },
+    ];
+    for (const [i, c] of cases.entries()) {
+      const where = `${c.sets.join(',') || 'defaults'}: hook ${c.hook}, kubernetes mode ${c.kubernetesMode}`;
+      const rules = one(await template(['defaults.yaml'], c.sets), 'ClusterRole', FULLNAME).rules;
+      const role = `t-chart-escalate-${randomBytes(4).toString('hex')}`;
+      await http.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+        body: { metadata: { name: role, labels: { 'paddock.dev/test': 'true' } }, rules },
+      });
+      cleanups.push(() => http.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`));
+      const sa = `controller-${i}`;
+      await http.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts`, {
+        body: { metadata: { name: sa } },
+      });
+      await http.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
+        body: {
+          metadata: { name: sa },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+          subjects: [{ kind: 'ServiceAccount', name: sa, namespace: ns }],
+        },
+      });
+      const { status } = await http.request<{ status: { token: string } }>(
+        'POST',
+        `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`,
+        { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: {} } },
+      );
+      const asController = new KubeHttp(withToken(cluster.kubeConfig, status.token));
+      try {
+        const objects = runnerRbacObjects(
+          runner(`runner-${i}`, c.kubernetesMode ? 'kubernetes' : undefined),
+          {
+            useRunnerStatusUpdateHook: c.hook,
+          },
+        );
+        assert.ok(objects, where);
+        const strip = <T extends { metadata?: object }>(o: T) => ({
+          ...o,
+          metadata: { ...o.metadata, ownerReferences: undefined },
+        });
+        const create = (plural: string, body: unknown) =>
+          asController
+            .request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/${plural}`, { body })
+            .then(
+              () => 'created',
+              (err: KubeError) => `${err.code} ${err.message}`,
+            );
+        // A new RoleBinding reaches the authorizer a moment after it is written.
+        await eventually(`${where}: the binding is in force`, () =>
+          asController.request('GET', `/api/v1/namespaces/${ns}/pods`).then(
+            () => true,
+            () => false,
+          ),
+        );
+        const outcome = await create('roles', strip(objects.role));
+        if (c.allowed) {
+          assert.equal(outcome, 'created', where);
+          assert.equal(await create('rolebindings', strip(objects.roleBinding)), 'created', where);
+        } else {
+          assert.match(outcome, /^403 /, where);
+        }
+      } finally {
+        asController.close();
+      }
+    }
+  });
+
   test('server-side dry run: every object of every values file is valid for the API server', async () => {
     await ensureServiceMonitorApi();
     const ns = await freshNamespace('t-chart-dry');
@@ -758,12 +871,7 @@ describe('Helm chart', () => {
       }
       if (f === 'arc.yaml') {
         assert.match(notes, /ARC values this chart accepts but ignores:/);
-        for (const key of [
-          'certManagerEnabled',
-          'metrics.proxy',
-          'githubAPICacheDuration',
-          'rbac.allowGrantingKubernetesContainerModePermissions',
-        ])
+        for (const key of ['certManagerEnabled', 'metrics.proxy', 'githubAPICacheDuration'])
           assert.ok(notes.includes(`  - ${key}`), `NOTES names ${key}:\n${notes}`);
       }
     }

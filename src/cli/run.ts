@@ -20,7 +20,7 @@ import {
   resolveEndpoints,
 } from '../github/index.ts';
 import { type Clock, realClock } from '../runtime/clock.ts';
-import { isNotFound, toKubeError } from '../runtime/errors.ts';
+import { isNotFound, KubeError, toKubeError } from '../runtime/errors.ts';
 import { resourcePath } from '../runtime/informer.ts';
 import { type KubeHttp, PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
 import { createLogger } from '../runtime/log.ts';
@@ -369,76 +369,84 @@ export async function startPaddock(
     runnerImagePullSecrets: config.podDefaults.imagePullSecrets,
     useRunnerStatusUpdateHook: config.podDefaults.runnerStatusUpdateHook,
   };
-  if (config.installCrds) {
-    await installCrds(manager.http);
-  } else {
-    try {
-      await manager.http.request('GET', '/apis/actions.summerwind.dev/v1alpha1');
-    } catch (err) {
-      manager.http.close();
-      clients.pool.close();
-      defaultClient?.close();
-      throw new StartupError(
-        `the actions.summerwind.dev/v1alpha1 CRDs are not installed in ${server} (${toKubeError(err).message}); apply config/crd/ or start with --install-crds`,
-      );
-    }
-  }
-  const watched = config.watchNamespace ? { namespace: config.watchNamespace } : {};
-  new RunnerReconciler({
-    manager,
-    github: clients,
-    podDefaults,
-    githubBaseUrl: config.podDefaults.runnerGitHubUrl,
-    ...watched,
-  });
-  new RunnerReplicaSetReconciler({
-    manager,
-    github: clients,
-    registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
-    ...watched,
-  });
-  new RunnerDeploymentReconciler({
-    manager,
-    commonRunnerLabels: config.podDefaults.commonRunnerLabels,
-    ...watched,
-  });
-  new RunnerSetReconciler({
-    manager,
-    github: clients,
-    podDefaults,
-    githubBaseUrl: config.podDefaults.runnerGitHubUrl,
-    registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
-    ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
-  });
-  new HorizontalRunnerAutoscalerReconciler({
-    manager,
-    github: clients,
-    defaultScaleDownDelayMs: config.defaultScaleDownDelayMs,
-    workflowMetricIntervalMs: config.syncPeriodMs,
-    ...watched,
-  });
-  new VolumeRetentionReconcilers({
-    manager,
-    ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
-  });
-  for (const c of manager.allControllers) c.resyncEvery(config.syncPeriodMs);
-
   let webhook: RunningWebhook | undefined;
-  if (config.webhook.addr) {
-    webhook = await startWebhook(config, manager, clients, log, clock);
-  }
   let githubWebhook: RunningGitHubWebhook | undefined;
-  const { addr: githubWebhookAddr } = config.githubWebhook;
-  if (githubWebhookAddr) {
-    githubWebhook = await startGitHubWebhook({
-      config: { ...config.githubWebhook, addr: githubWebhookAddr },
+  try {
+    if (config.installCrds) {
+      await installCrds(manager.http);
+    } else {
+      try {
+        await manager.http.request('GET', '/apis/actions.summerwind.dev/v1alpha1');
+      } catch (err) {
+        throw new StartupError(
+          `the actions.summerwind.dev/v1alpha1 CRDs are not installed in ${server} (${toKubeError(err).message}); apply config/crd/ or start with --install-crds`,
+        );
+      }
+    }
+    const watched = config.watchNamespace ? { namespace: config.watchNamespace } : {};
+    new RunnerReconciler({
       manager,
       github: clients,
-      namespace: config.watchNamespace,
-      log,
+      podDefaults,
+      githubBaseUrl: config.podDefaults.runnerGitHubUrl,
+      ...watched,
     });
+    new RunnerReplicaSetReconciler({
+      manager,
+      github: clients,
+      registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
+      ...watched,
+    });
+    new RunnerDeploymentReconciler({
+      manager,
+      commonRunnerLabels: config.podDefaults.commonRunnerLabels,
+      ...watched,
+    });
+    new RunnerSetReconciler({
+      manager,
+      github: clients,
+      podDefaults,
+      githubBaseUrl: config.podDefaults.runnerGitHubUrl,
+      registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
+      ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
+    });
+    new HorizontalRunnerAutoscalerReconciler({
+      manager,
+      github: clients,
+      defaultScaleDownDelayMs: config.defaultScaleDownDelayMs,
+      workflowMetricIntervalMs: config.syncPeriodMs,
+      ...watched,
+    });
+    new VolumeRetentionReconcilers({
+      manager,
+      ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
+    });
+    for (const c of manager.allControllers) c.resyncEvery(config.syncPeriodMs);
+
+    if (config.webhook.addr) {
+      webhook = await startWebhook(config, manager, clients, log, clock);
+    }
+    const { addr: githubWebhookAddr } = config.githubWebhook;
+    if (githubWebhookAddr) {
+      githubWebhook = await startGitHubWebhook({
+        config: { ...config.githubWebhook, addr: githubWebhookAddr },
+        manager,
+        github: clients,
+        namespace: config.watchNamespace,
+        log,
+      });
+    }
+    await manager.start();
+  } catch (err) {
+    // Nothing may keep the process alive after a failed start: it must exit with the reason.
+    runnerPods.stop();
+    await githubWebhook?.stop().catch(() => undefined);
+    await webhook?.stop().catch(() => undefined);
+    await manager.stop().catch(() => undefined);
+    clients.pool.close();
+    defaultClient?.close();
+    throw startupErrorOf(err);
   }
-  await manager.start();
   log.info(
     {
       kubernetes: server,
@@ -549,7 +557,12 @@ async function startWebhook(
         ...watched,
       }),
     ]);
-  await publishCaBundle(certs.ca.cert);
+  try {
+    await publishCaBundle(certs.ca.cert);
+  } catch (err) {
+    await server.stop();
+    throw err;
+  }
   const renewal = new WebhookCertificateRenewal({
     load: loadCertificates,
     current: certs,
@@ -567,6 +580,16 @@ async function startWebhook(
       await server.stop();
     },
   };
+}
+
+/** A request the API server refused at start-up is a configuration problem, not a crash. */
+function startupErrorOf(err: unknown): unknown {
+  if (err instanceof StartupError) return err;
+  if (err instanceof KubeError && err.code === 403)
+    return new StartupError(
+      `the API server refused a request paddock needs at start-up: ${err.message}. Grant it to paddock's ServiceAccount (the chart's ClusterRole and Roles do; see charts/paddock/templates/rbac.yaml)`,
+    );
+  return err;
 }
 
 async function ownerOfConfigurations(

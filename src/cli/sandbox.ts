@@ -107,6 +107,19 @@ export const SANDBOX_FLAGS: FlagSpec[] = [
     help: 'share of workflow_job deliveries sent twice (0–1; --autoscale webhook)',
   },
   {
+    group: 'Install',
+    name: 'helm',
+    type: 'boolean',
+    default: 'false',
+    help: 'install charts/paddock with Helm and run paddock with the chart’s arguments, ServiceAccounts and RBAC (every request audited; a 403 shows in the summary); at the end, the documented drain and `helm uninstall`',
+  },
+  {
+    group: 'Install',
+    name: 'helm-set',
+    type: 'list',
+    help: 'with --helm: a chart value, key=value (repeatable), e.g. scope.watchNamespace=sandbox',
+  },
+  {
     group: 'Run',
     name: 'duration',
     type: 'duration',
@@ -251,6 +264,7 @@ export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = pr
       dropRate: values['chaos-webhook-drop'] as number,
       duplicateRate: values['chaos-webhook-duplicate'] as number,
     },
+    helm: values.helm === true ? { sets: (values['helm-set'] as string[] | undefined) ?? [] } : undefined,
   });
   let stopping = false;
   let wake: () => void = () => undefined;
@@ -293,12 +307,13 @@ export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = pr
       if (tick === 'stop' || (duration > 0 && Date.now() - started >= duration)) break;
     }
     summary = await sandbox.summarize();
+    if (values.helm === true) summary.chart = await sandbox.uninstallChart();
   } catch (err) {
     process.stderr.write(`paddock sandbox: ${(err as Error).message}\n`);
     exitCode = 1;
   } finally {
     const { paddockExitCode } = await sandbox.stop();
-    if (summary) summary.controller.exitCode = paddockExitCode;
+    if (summary) summary.controller.exitCode = summary.chart?.uninstall.exitCodes.paddock ?? paddockExitCode;
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }

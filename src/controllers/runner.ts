@@ -8,7 +8,7 @@ import {
 import { GitHubApiError, resolveScope, scopeIfValid, scopeKey } from '../github/index.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
-import { isAlreadyExists, isNotFound, toKubeError } from '../runtime/errors.ts';
+import { isAlreadyExists, isForbidden, isNotFound, toKubeError } from '../runtime/errors.ts';
 import type { EventRecorder } from '../runtime/events.ts';
 import { type Informer, predicates, type ResourceRef, resourcePath } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
@@ -434,6 +434,15 @@ export class RunnerReconciler {
         await this.http.request('POST', resourcePath(ref, namespace), { body });
         this.event(runner, 'Normal', `${kind}Created`, `Created ${kind} '${objName}'`);
       } catch (err) {
+        if (isForbidden(err))
+          // Typically a Role granting more than paddock holds (containerMode kubernetes without the
+          // chart's rbac.allowGrantingKubernetesContainerModePermissions): say so on the Runner.
+          this.event(
+            runner,
+            'Warning',
+            `Failed${kind}Create`,
+            `Cannot create ${kind} '${objName}': ${toKubeError(err).message}`,
+          );
         if (!isAlreadyExists(err)) throw err;
         this.event(runner, 'Normal', `${kind}Reused`, `Reused ${kind} '${objName}'`);
       }

@@ -4,13 +4,30 @@ import { createWriteStream, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { HORIZONTAL_RUNNER_AUTOSCALERS } from '../api/index.ts';
+import { HORIZONTAL_RUNNER_AUTOSCALERS, RUNNERS } from '../api/index.ts';
+import type { FlagSpec } from '../cli/flags.ts';
 import { installCrds } from '../cli/run.ts';
-import { resourcePath } from '../runtime/informer.ts';
+import { RUN_FLAGS } from '../cli/run-flags.ts';
+import { WEBHOOK_SERVER_FLAGS } from '../cli/webhook-server.ts';
+import { type ResourceRef, resourcePath } from '../runtime/informer.ts';
 import { KubeHttp } from '../runtime/kube-http.ts';
 import { silentLogger } from '../runtime/log.ts';
+import { mergePatch } from '../runtime/objects.ts';
+import { PODS, SECRETS } from '../runtime/resources.ts';
+import type { KubeObject } from '../runtime/store.ts';
 import { type ControlPlane, freePort, startControlPlane } from '../testenv/control-plane.ts';
 import { GitHubDouble, WebhookSender, type WebhookSenderStats } from '../testenv/github-double/index.ts';
+import { ensureHelm } from '../testenv/helm.ts';
+import {
+  type ChartRelease,
+  chartContainer,
+  grantedRules,
+  installChart,
+  type RbacFigures,
+  rbacFigures,
+  serviceAccountKubeconfig,
+  withoutFlags,
+} from './chart-install.ts';
 import { NodeAgent, type NodeAgentEvent } from './node-agent.ts';
 import {
   type AutoscaleMode,
@@ -36,6 +53,9 @@ export const SANDBOX_NAMESPACE = 'sandbox';
 export const SANDBOX_ORG = 'sandbox-org';
 /** The sample RunnerDeployment's or RunnerSet's name. */
 export const SAMPLE_NAME = 'sandbox-runners';
+/** With --helm: the release and its namespace. */
+export const CHART_RELEASE = 'paddock';
+export const CHART_NAMESPACE = 'paddock-system';
 
 export interface SandboxOptions {
   /** What owns the runners: a RunnerDeployment (default of `paddock sandbox`) or a RunnerSet. */
@@ -70,6 +90,33 @@ export interface SandboxOptions {
   repositories?: number | undefined;
   /** The HRA's scaleDownDelaySecondsAfterScaleOut (default 60). */
   scaleDownDelaySeconds?: number | undefined;
+  /**
+   * Install charts/paddock with Helm and run paddock (and, with webhook autoscaling, its webhook
+   * server) with the chart's arguments and ServiceAccounts, every request audited; `sets` are extra
+   * `--set key=value`.
+   */
+  helm?: { sets: string[] } | undefined;
+}
+
+/** What `--helm` adds to the summary: the RBAC audit and the documented uninstall. */
+export interface ChartFigures {
+  release: string;
+  /** Every request of the chart's ServiceAccounts, until paddock stopped. */
+  rbac: RbacFigures & {
+    /** What the release's Roles and ClusterRoles grant those accounts, same form as `used`. */
+    granted: string[];
+    /** Granted and never used in this run. */
+    unused: string[];
+  };
+  uninstall: {
+    /** From scale-to-zero until no runner pod and no Runner was left. */
+    drainSeconds: number;
+    /** Pods and Runners still carrying a paddock finalizer after the drain (must be 0). */
+    finalizersLeft: number;
+    exitCodes: Record<string, number | null>;
+    /** paddock's webhook configurations still present 60 s after `helm uninstall` (must be 0). */
+    webhookConfigurationsLeft: string[];
+  };
 }
 
 export interface SandboxSummary {
@@ -109,6 +156,17 @@ export interface SandboxSummary {
   };
   /** The sample owner's own figures (filled in by `summarize()`, which asks the API server). */
   owner?: OwnerFigures;
+  /** With `--helm`. */
+  chart?: ChartFigures;
+}
+
+/** The last lines of a log file, for an error message. */
+function logTail(file: string, lines = 40): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return `(no log at ${file})`;
+  }
 }
 
 function percentile(values: number[], p: number): number | null {
@@ -152,6 +210,10 @@ export class Sandbox {
   private peakRss = 0;
   private readonly log: Logger = silentLogger();
   webhooks: WebhookSender | undefined;
+  webhookServer: ChildProcess | undefined;
+  webhookServerExit: Promise<number> | undefined;
+  private chartRelease: ChartRelease | undefined;
+  private readonly chartUsers = new Set<string>();
   private idleRunnerMs = 0;
   private lastIdleSample = 0;
 
@@ -161,7 +223,11 @@ export class Sandbox {
 
   async start(): Promise<void> {
     const { log } = this.opts;
-    this.plane = await startControlPlane({ controllerManager: true, log });
+    this.plane = await startControlPlane({
+      controllerManager: true,
+      log,
+      auditServiceAccounts: this.opts.helm !== undefined,
+    });
     this.http = new KubeHttp(this.plane.kubeConfig);
     await this.double.start();
     this.double.addOrg(SANDBOX_ORG);
@@ -186,45 +252,58 @@ export class Sandbox {
     const webhookSecret = randomBytes(20).toString('hex');
     const webhookPort = this.opts.autoscale === 'webhook' ? await freePort() : undefined;
     const logFile = path.join(this.plane.dataDir, 'paddock.log');
-    this.paddock = spawn(
-      process.execPath,
-      [
-        path.join(repoRoot, 'bin/paddock.js'),
-        'run',
-        '--watch-namespace',
-        SANDBOX_NAMESPACE,
-        '--leader-election-namespace',
-        SANDBOX_NAMESPACE,
-        '--metrics-addr',
-        `127.0.0.1:${metricsPort}`,
-        '--health-probe-addr',
-        '0',
-        '--webhook-addr',
-        '127.0.0.1:0',
-        '--webhook-url',
-        'https://127.0.0.1:0',
-        '--unregistration-retry-delay',
-        '10s',
-        ...(webhookPort ? ['--github-webhook-addr', `127.0.0.1:${webhookPort}`] : []),
-        ...(this.opts.paddockArgs ?? []),
-      ],
-      {
-        env: {
-          PATH: process.env.PATH,
-          HOME: process.env.HOME,
+    // Only addresses differ from a cluster: no Service routes to a process here.
+    const local = [
+      '--metrics-addr',
+      `127.0.0.1:${metricsPort}`,
+      '--health-probe-addr',
+      '0',
+      '--webhook-addr',
+      '127.0.0.1:0',
+      '--webhook-url',
+      'https://127.0.0.1:0',
+      '--unregistration-retry-delay',
+      '10s',
+    ];
+    if (this.opts.helm) {
+      const chart = await this.installChart(webhookSecret);
+      const manager = await this.chartProcess(chart, 'run', RUN_FLAGS, local, 'paddock.log');
+      this.paddock = manager.child;
+      this.paddockExit = manager.exit;
+      if (webhookPort) {
+        const whs = await this.chartProcess(
+          chart,
+          'webhook-server',
+          WEBHOOK_SERVER_FLAGS,
+          ['--webhook-addr', `127.0.0.1:${webhookPort}`, '--metrics-addr', `127.0.0.1:${await freePort()}`],
+          'webhook-server.log',
+        );
+        this.webhookServer = whs.child;
+        this.webhookServerExit = whs.exit;
+      }
+    } else {
+      const child = this.spawnPaddock(
+        [
+          'run',
+          '--watch-namespace',
+          SANDBOX_NAMESPACE,
+          '--leader-election-namespace',
+          SANDBOX_NAMESPACE,
+          ...local,
+          ...(webhookPort ? ['--github-webhook-addr', `127.0.0.1:${webhookPort}`] : []),
+          ...(this.opts.paddockArgs ?? []),
+        ],
+        {
           KUBECONFIG: this.plane.kubeconfigPath,
           GITHUB_TOKEN: this.token,
           GITHUB_URL: this.double.apiUrl,
           GITHUB_WEBHOOK_SECRET_TOKEN: webhookSecret,
-          LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
         },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    const out = createWriteStream(logFile);
-    this.paddock.stdout?.pipe(out);
-    this.paddock.stderr?.pipe(out);
-    this.paddockExit = new Promise((resolve) => this.paddock!.on('exit', (code) => resolve(code ?? 1)));
+        logFile,
+      );
+      this.paddock = child.child;
+      this.paddockExit = child.exit;
+    }
     const deadline = Date.now() + 60_000;
     while (
       !(await fetch(`${this.metricsUrl}/readyz`).then(
@@ -236,8 +315,9 @@ export class Sandbox {
         this.paddockExit,
         new Promise((r) => setTimeout(() => r(undefined), 200)),
       ]);
-      if (exited !== undefined) throw new Error(`paddock exited with ${exited}; see ${logFile}`);
-      if (Date.now() > deadline) throw new Error(`paddock did not become ready; see ${logFile}`);
+      // The control plane's directory goes with the sandbox: quote the log rather than point at it.
+      if (exited !== undefined) throw new Error(`paddock exited with ${exited}:\n${logTail(logFile)}`);
+      if (Date.now() > deadline) throw new Error(`paddock did not become ready:\n${logTail(logFile)}`);
     }
     log(`[sandbox] paddock running (metrics ${this.metricsUrl}/metrics, log ${logFile})`);
 
@@ -328,6 +408,170 @@ export class Sandbox {
     this.startedAt = Date.now();
     this.lastIdleSample = this.startedAt;
     this.timers.push(setInterval(() => this.sampleIdle(), 1000));
+  }
+
+  private spawnPaddock(
+    args: string[],
+    env: Record<string, string>,
+    logFile: string,
+  ): { child: ChildProcess; exit: Promise<number> } {
+    const child = spawn(process.execPath, [path.join(repoRoot, 'bin/paddock.js'), ...args], {
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const out = createWriteStream(logFile);
+    child.stdout?.pipe(out);
+    child.stderr?.pipe(out);
+    const exit = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
+    return { child, exit };
+  }
+
+  /**
+   * What a platform engineer does: the GitHub credentials in ARC's Secret `controller-manager`, then
+   * `helm install` of charts/paddock pointing at the GitHub double.
+   */
+  private async installChart(webhookSecret: string): Promise<ChartRelease> {
+    const plane = this.plane!;
+    const http = this.http!;
+    await http.request('POST', '/api/v1/namespaces', { body: { metadata: { name: CHART_NAMESPACE } } });
+    await http.request('POST', resourcePath(SECRETS, CHART_NAMESPACE), {
+      body: {
+        metadata: { name: 'controller-manager' },
+        stringData: { github_token: this.token },
+      },
+    });
+    const helmBinary = await ensureHelm({ log: this.opts.log });
+    const release = await installChart({
+      helmBinary,
+      chartDir: path.join(repoRoot, 'charts/paddock'),
+      kubeconfigPath: plane.kubeconfigPath,
+      workDir: path.join(plane.dataDir, 'helm'),
+      release: CHART_RELEASE,
+      namespace: CHART_NAMESPACE,
+      sets: [
+        `githubURL=${this.double.apiUrl}`,
+        ...(this.opts.autoscale === 'webhook'
+          ? [
+              'githubWebhookServer.enabled=true',
+              'githubWebhookServer.secret.create=true',
+              `githubWebhookServer.secret.github_webhook_secret_token=${webhookSecret}`,
+            ]
+          : []),
+        ...(this.opts.helm?.sets ?? []),
+      ],
+    });
+    this.chartRelease = release;
+    this.opts.log(`[sandbox] helm install ${CHART_RELEASE} charts/paddock --namespace ${CHART_NAMESPACE}`);
+    return release;
+  }
+
+  /** A Deployment of the release as a local process, with its ServiceAccount's token. */
+  private async chartProcess(
+    release: ChartRelease,
+    command: 'run' | 'webhook-server',
+    specs: FlagSpec[],
+    local: string[],
+    logName: string,
+  ): Promise<{ child: ChildProcess; exit: Promise<number> }> {
+    const plane = this.plane!;
+    const workDir = path.join(plane.dataDir, 'helm');
+    const c = await chartContainer(release, command, this.http!, workDir);
+    if (!c) throw new Error(`the chart rendered no Deployment that runs \`paddock ${command}\``);
+    const kubeconfig = path.join(workDir, `${c.deployment}.kubeconfig`);
+    const user = await serviceAccountKubeconfig({
+      http: this.http!,
+      server: plane.server,
+      caPath: path.join(plane.dataDir, 'pki', 'apiserver.crt'),
+      namespace: release.namespace,
+      serviceAccount: c.serviceAccountName,
+      file: kubeconfig,
+    });
+    this.chartUsers.add(user);
+    const localNames = local.filter((a) => a.startsWith('--')).map((a) => a.slice(2));
+    const args = [...withoutFlags(c.args, specs, [...localNames, 'kubeconfig']), ...local];
+    this.opts.log(`[sandbox] ${c.deployment}: paddock ${args.join(' ')} (as ${user})`);
+    return this.spawnPaddock(args, { ...c.env, KUBECONFIG: kubeconfig }, path.join(plane.dataDir, logName));
+  }
+
+  /**
+   * The documented removal (README): no new jobs, the HorizontalRunnerAutoscaler deleted and the
+   * owner scaled to zero, until every runner pod and Runner is gone; then paddock stopped, and
+   * `helm uninstall`, after which nothing paddock registered may remain.
+   */
+  async uninstallChart(): Promise<ChartFigures> {
+    const http = this.http!;
+    const release = this.chartRelease!;
+    this.workload?.stop();
+    const started = Date.now();
+    if (this.opts.autoscale) {
+      await http
+        .request('DELETE', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, SANDBOX_NAMESPACE, SAMPLE_NAME))
+        .catch(() => undefined);
+    }
+    await mergePatch(
+      http,
+      sampleResource(this.opts.kind),
+      { metadata: { namespace: SANDBOX_NAMESPACE, name: SAMPLE_NAME } },
+      { spec: { replicas: 0 } },
+    );
+    const list = async (ref: ResourceRef) =>
+      (await http.request<{ items: KubeObject[] }>('GET', resourcePath(ref, SANDBOX_NAMESPACE))).items;
+    const paddockFinalizer = (o: KubeObject) =>
+      (o.metadata.finalizers ?? []).some((f) => f.includes('actions.summerwind.dev'));
+    let left: KubeObject[] = [];
+    for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {
+      left = [...(await list(PODS)), ...(await list(RUNNERS))];
+      if (left.length === 0) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const drainSeconds = Math.round((Date.now() - started) / 100) / 10;
+    const exitCodes: Record<string, number | null> = {};
+    for (const [name, child, exit] of [
+      ['paddock', this.paddock, this.paddockExit],
+      ['webhook-server', this.webhookServer, this.webhookServerExit],
+    ] as const) {
+      if (!child || !exit) continue;
+      child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      exitCodes[name] = await exit;
+      clearTimeout(killer);
+    }
+    const audited = await rbacFigures(this.plane!.auditLogPath!, [...this.chartUsers]);
+    const granted = grantedRules(release.objects, [...this.chartUsers]);
+    const rbac = { ...audited, granted, unused: granted.filter((g) => !audited.used.includes(g)) };
+    await release.helm(['uninstall', release.name, '--namespace', release.namespace]);
+    const configurations = async () => {
+      const names: string[] = [];
+      for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
+        const l = await http.request<{ items: KubeObject[] }>(
+          'GET',
+          `/apis/admissionregistration.k8s.io/v1/${kind}`,
+          { query: { labelSelector: 'app.kubernetes.io/managed-by=paddock' } },
+        );
+        names.push(...l.items.map((o) => `${kind}/${o.metadata.name}`));
+      }
+      return names;
+    };
+    let remaining = await configurations();
+    for (const deadline = Date.now() + 60_000; remaining.length > 0 && Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 500));
+      remaining = await configurations();
+    }
+    return {
+      release: release.name,
+      rbac,
+      uninstall: {
+        drainSeconds,
+        finalizersLeft: left.filter(paddockFinalizer).length,
+        exitCodes,
+        webhookConfigurationsLeft: remaining,
+      },
+    };
   }
 
   /** `app`, or `app-1` … `app-n` with several. */
@@ -497,6 +741,10 @@ export class Sandbox {
     await this.webhooks?.stop();
     await this.agent?.stop().catch(() => undefined);
     let code: number | null = null;
+    if (this.webhookServer && this.webhookServer.exitCode === null) {
+      this.webhookServer.kill('SIGTERM');
+      await this.webhookServerExit;
+    }
     if (this.paddock && this.paddock.exitCode === null) {
       this.paddock.kill('SIGTERM');
       const killer = setTimeout(() => this.paddock?.kill('SIGKILL'), 15_000);
