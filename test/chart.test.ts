@@ -15,6 +15,7 @@ import { WEBHOOK_SERVER_FLAGS } from '../src/cli/webhook-server.ts';
 import { runnerRbacObjects } from '../src/controllers/runner-pod-spec.ts';
 import { isNotFound, type KubeError } from '../src/runtime/errors.ts';
 import { KubeHttp, PATCH_CONTENT_TYPES } from '../src/runtime/kube-http.ts';
+import { findBinaries } from '../src/testenv/control-plane.ts';
 import { ensureHelm, type HelmResult, isolatedHelmEnv, runHelm } from '../src/testenv/helm.ts';
 import { clusterRoleOwner } from '../src/webhooks/configuration.ts';
 import { eventually, type TestCluster, useCluster } from './support/cluster.ts';
@@ -1026,6 +1027,34 @@ describe('Helm chart', () => {
       );
       if (API[`${o.apiVersion}/${o.kind}`]?.namespaced) assert.equal(o.metadata.namespace, 'paddock-system');
     }
+    // What `kubectl apply -k config/default` applies: the CRDs and these objects, nothing else.
+    const kubectl = findBinaries().kubectl;
+    assert.ok(kubectl, 'kubectl is in the binary cache (make control-plane)');
+    const built = await new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      const child = spawn(kubectl, ['kustomize', path.join(root, 'config', 'default')], { stdio: 'pipe' });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+      });
+      child.stderr.on('data', (d: Buffer) => {
+        err += d.toString();
+      });
+      child.on('close', (code) => resolve({ code, out, err }));
+    });
+    assert.equal(built.code, 0, `kubectl kustomize config/default: ${built.err}`);
+    const crdNames = readdirSync(path.join(root, 'config', 'crd'))
+      .filter((f) => f.startsWith('actions.summerwind.dev_'))
+      .map(
+        (f) =>
+          `CustomResourceDefinition/${f.replace(/^actions\.summerwind\.dev_(.*)\.yaml$/, '$1.actions.summerwind.dev')}`,
+      );
+    const key = (o: K8sObject) => `${o.kind}/${o.metadata.name}`;
+    assert.deepEqual(
+      parseManifests(built.out).map(key).sort(),
+      [...crdNames, ...objs.map(key)].sort(),
+      'kubectl kustomize config/default gives the CRDs and config/default/paddock.yaml',
+    );
     // Into a namespace of the test's (paddock-system need not exist for a dry run of the rest).
     const ns = await freshNamespace('t-chart-default');
     const moved = objs.map((o) =>
