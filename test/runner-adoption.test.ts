@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import {
-  API_VERSION,
   RUNNER_DEPLOYMENTS,
   RUNNER_REPLICA_SETS,
   RUNNERS,
@@ -16,6 +15,7 @@ import { PODS } from '../src/runtime/resources.ts';
 import type { KubeObject } from '../src/runtime/store.ts';
 import { NodeAgent, type PodObject } from '../src/sandbox/node-agent.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
+import { ARC_HASH, type ArcFleetMember, createArcFleet } from './support/arc-fleet.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
 import { startTestPaddock, stopTestFleet } from './support/paddock.ts';
 
@@ -27,7 +27,6 @@ import { startTestPaddock, stopTestFleet } from './support/paddock.ts';
  * anything; then the fleet scales down and up under paddock.
  */
 
-const ARC_HASH = '7d9f8c6b5'; // any value ARC's Go hash could have produced
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('adopting what ARC left', () => {
@@ -37,7 +36,7 @@ describe('adopting what ARC left', () => {
   let http: KubeHttp;
   let agent: NodeAgent | undefined;
   let paddock: Paddock | undefined;
-  const adopted: { runner: Runner; pod: PodObject; runnerId: number }[] = [];
+  const adopted: ArcFleetMember[] = [];
   let rrs: RunnerReplicaSet;
 
   before(async () => {
@@ -69,165 +68,16 @@ describe('adopting what ARC left', () => {
     });
 
   test('ARC objects are created as ARC leaves them', async () => {
-    const template = { spec: { organization: 'acme', labels: ['linux'] } };
-    const rd = await http.request<KubeObject>('POST', resourcePath(RUNNER_DEPLOYMENTS, ns.name), {
-      body: {
-        apiVersion: API_VERSION,
-        kind: 'RunnerDeployment',
-        metadata: { name: 'ci' },
-        spec: { replicas: 2, template },
-      },
+    const fleet = await createArcFleet({
+      http,
+      namespace: ns.name,
+      double,
+      organization: 'acme',
+      nodeName: `${ns.name}-node-0`,
+      replicas: 2,
     });
-    const labels = { 'runner-deployment-name': 'ci', 'runner-template-hash': ARC_HASH };
-    rrs = await http.request<RunnerReplicaSet>('POST', resourcePath(RUNNER_REPLICA_SETS, ns.name), {
-      body: {
-        apiVersion: API_VERSION,
-        kind: 'RunnerReplicaSet',
-        metadata: {
-          name: 'ci-arc01',
-          labels,
-          ownerReferences: [
-            {
-              apiVersion: API_VERSION,
-              kind: 'RunnerDeployment',
-              name: 'ci',
-              uid: rd.metadata.uid,
-              controller: true,
-              blockOwnerDeletion: true,
-            },
-          ],
-        },
-        // As Go serialises it: an empty image, a null creation time in the template.
-        spec: {
-          replicas: 2,
-          selector: { matchLabels: labels },
-          template: {
-            metadata: { labels, creationTimestamp: null },
-            spec: { ...template.spec, image: '' },
-          },
-        },
-      },
-    });
-    for (const suffix of ['aaaaa', 'bbbbb']) {
-      const name = `ci-arc01-${suffix}`;
-      const runner = await http.request<Runner>('POST', resourcePath(RUNNERS, ns.name), {
-        body: {
-          apiVersion: API_VERSION,
-          kind: 'Runner',
-          metadata: {
-            name,
-            labels,
-            annotations: { 'sync-time': '2026-12-01T08:00:00Z' },
-            finalizers: ['runner.actions.summerwind.dev'],
-            ownerReferences: [
-              {
-                apiVersion: API_VERSION,
-                kind: 'RunnerReplicaSet',
-                name: 'ci-arc01',
-                uid: rrs.metadata.uid,
-                controller: true,
-                blockOwnerDeletion: true,
-              },
-            ],
-          },
-          spec: { ...template.spec, image: '' },
-        },
-      });
-      const record = double.registerRunner({
-        registrationToken: double.model.issueToken('orgs/acme', 'registration').token,
-        name,
-        labels: ['linux'],
-        ephemeral: true,
-      });
-      const withStatus = await mergePatch<Runner>(
-        http,
-        RUNNERS,
-        runner,
-        {
-          status: {
-            phase: 'Running',
-            ready: true,
-            registration: {
-              organization: 'acme',
-              labels: ['linux'],
-              token: 'ARC-KEPT-TOKEN',
-              expiresAt: '2026-12-03T23:00:00Z',
-            },
-          },
-        },
-        { subresource: 'status' },
-      );
-      const pod = await http.request<PodObject>('POST', resourcePath(PODS, ns.name), {
-        body: {
-          apiVersion: 'v1',
-          kind: 'Pod',
-          metadata: {
-            name,
-            labels: {
-              ...labels,
-              'actions-runner': '',
-              'pod-template-hash': '8857b86c7',
-              'actions-runner-controller/inject-registration-token': 'true',
-            },
-            annotations: { 'sync-time': '2026-12-01T08:00:00Z', 'actions-runner/id': String(record.id) },
-            finalizers: ['actions.summerwind.dev/runner-pod'],
-            ownerReferences: [
-              {
-                apiVersion: API_VERSION,
-                kind: 'Runner',
-                name,
-                uid: runner.metadata.uid,
-                controller: true,
-                blockOwnerDeletion: true,
-              },
-            ],
-          },
-          spec: {
-            nodeName: `${ns.name}-node-0`,
-            restartPolicy: 'Never',
-            containers: [
-              {
-                name: 'runner',
-                image: 'summerwind/actions-runner:latest',
-                env: [
-                  { name: 'RUNNER_ORG', value: 'acme' },
-                  { name: 'RUNNER_REPO', value: '' },
-                  { name: 'RUNNER_ENTERPRISE', value: '' },
-                  { name: 'RUNNER_LABELS', value: 'linux' },
-                  { name: 'RUNNER_EPHEMERAL', value: 'true' },
-                  { name: 'RUNNER_NAME', value: name },
-                  { name: 'RUNNER_TOKEN', value: 'ARC-KEPT-TOKEN' },
-                ],
-              },
-            ],
-          },
-        },
-      });
-      const now = new Date().toISOString();
-      const running = await mergePatch<PodObject>(
-        http,
-        PODS,
-        pod,
-        {
-          status: {
-            phase: 'Running',
-            conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now }],
-            containerStatuses: [
-              {
-                name: 'runner',
-                ready: true,
-                restartCount: 0,
-                image: 'x',
-                imageID: '',
-                state: { running: { startedAt: now } },
-              },
-            ],
-          },
-        },
-        { subresource: 'status' },
-      );
-      adopted.push({ runner: withStatus, pod: running, runnerId: record.id });
-    }
+    rrs = fleet.replicaSet;
+    adopted.push(...fleet.members);
   });
 
   test('paddock takes over without deleting, recreating or re-registering anything', async () => {
