@@ -13,8 +13,8 @@ import { runSandbox } from './support/sandbox.ts';
  */
 
 /**
- * Granted rules no scenario here exercises, and the code paths that need them. Every entry must be
- * granted and unused, so the list cannot go stale.
+ * Granted rules the scenarios here need not exercise, and the code paths that need them. Every
+ * entry must still be granted, so the list cannot go stale.
  */
 const GRANTED_UNUSED: Record<string, string> = {
   // Authorisation checks of blockOwnerDeletion owner references, never requests of their own.
@@ -49,6 +49,9 @@ const GRANTED_UNUSED: Record<string, string> = {
   'core/secrets deletecollection': 'JIT Secrets of a deleted pod',
   // The webhook certificate Secret in paddock's namespace, rewritten when it is renewed.
   'core/secrets update': 'certificate renewal',
+  // An Event that repeats becomes a series, counted by patching it; whether one repeats within a run
+  // depends on timing.
+  'events.k8s.io/events patch': 'Event series',
 };
 
 function assertChart(summary: SandboxSummary): ChartFigures {
@@ -78,6 +81,7 @@ function assertChart(summary: SandboxSummary): ChartFigures {
 
 describe('the chart’s RBAC, proved by running paddock with it', () => {
   const unusedBy: string[][] = [];
+  const grantedBy: string[][] = [];
 
   test('cluster-wide: a RunnerDeployment scaled by workflow_job webhooks, with the status update hook', async () => {
     const summary = await runSandbox([
@@ -95,6 +99,7 @@ describe('the chart’s RBAC, proved by running paddock with it', () => {
       'the status update hook created its RoleBindings',
     );
     unusedBy.push(chart.rbac.unused);
+    grantedBy.push(chart.rbac.granted);
   });
 
   test('namespaced (scope.watchNamespace): a RunnerSet scaled by pull metrics', async () => {
@@ -113,6 +118,7 @@ describe('the chart’s RBAC, proved by running paddock with it', () => {
     assert.equal(summary.kind, 'RunnerSet');
     const chart = assertChart(summary);
     unusedBy.push(chart.rbac.unused);
+    grantedBy.push(chart.rbac.granted);
   });
 
   test('every rule granted was used by a scenario or is justified', () => {
@@ -124,11 +130,9 @@ describe('the chart’s RBAC, proved by running paddock with it', () => {
       [],
       'rules the chart grants that no scenario used: trim them or justify them',
     );
-    const stale = Object.keys(GRANTED_UNUSED).filter((r) => !neverUsed.includes(r));
-    assert.deepEqual(
-      stale,
-      [],
-      'justified as unused, but used or no longer granted: drop them from GRANTED_UNUSED',
-    );
+    // Some entries are used now and then (after a conflict, for a repeated Event): only a rule no
+    // longer granted makes an entry stale.
+    const stale = Object.keys(GRANTED_UNUSED).filter((r) => !grantedBy.some((g) => g.includes(r)));
+    assert.deepEqual(stale, [], 'justified as unused, but no longer granted: drop them from GRANTED_UNUSED');
   });
 });
