@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
-import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { crdManifests, RUNNER_SETS, type RunnerSet } from '../api/index.ts';
+import { statefulSetInformer } from '../controllers/cache-shapes.ts';
 import { podGitHubClients } from '../controllers/github-clients.ts';
 import { HorizontalRunnerAutoscalerReconciler } from '../controllers/horizontal-runner-autoscaler.ts';
 import { RunnerReconciler } from '../controllers/runner.ts';
@@ -22,11 +22,12 @@ import {
 import { type Clock, realClock } from '../runtime/clock.ts';
 import { isNotFound, KubeError, toKubeError } from '../runtime/errors.ts';
 import { resourcePath } from '../runtime/informer.ts';
-import { type KubeHttp, PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
+import { type ClusterAccess, type KubeHttp, PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
+import { type Kubeconfig, loadKubeconfig } from '../runtime/kubeconfig.ts';
 import { createLogger } from '../runtime/log.ts';
 import { Manager, parseListenAddress } from '../runtime/manager.ts';
 import { FIELD_MANAGER } from '../runtime/objects.ts';
-import { CUSTOM_RESOURCE_DEFINITIONS, STATEFUL_SETS } from '../runtime/resources.ts';
+import { CUSTOM_RESOURCE_DEFINITIONS } from '../runtime/resources.ts';
 import {
   applyRunnerPodWebhookConfiguration,
   applyRunnerResourceWebhookConfigurations,
@@ -276,16 +277,17 @@ export interface Paddock {
   stop(): Promise<void>;
 }
 
-/** The kubeconfig at `path`, else the default (KUBECONFIG, ~/.kube/config, in-cluster). */
-export function loadKubeConfig(path: string | undefined): KubeConfig {
-  const kubeConfig = new KubeConfig();
+/**
+ * The kubeconfig at `path`, else the default (KUBECONFIG, ~/.kube/config, in-cluster). paddock's own
+ * loader: @kubernetes/client-node is never loaded by `paddock run`, `webhook-server` or `uninstall`.
+ */
+export function loadKubeConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env): Kubeconfig {
   try {
-    if (path) kubeConfig.loadFromFile(path);
-    else kubeConfig.loadFromDefault();
+    return loadKubeconfig({ path, env });
   } catch (err) {
-    throw new StartupError(`cannot load the kubeconfig ${path ?? '(default)'}: ${(err as Error).message}`);
+    // The loader's messages name the file(s) themselves.
+    throw new StartupError(`cannot load the kubeconfig: ${(err as Error).message}`);
   }
-  return kubeConfig;
 }
 
 /**
@@ -294,7 +296,7 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
  */
 export async function startPaddock(
   config: RunConfig,
-  deps: { kubeConfig?: KubeConfig; log?: Logger; clock?: Clock; handleSignals?: boolean } = {},
+  deps: { kubeConfig?: ClusterAccess; log?: Logger; clock?: Clock; handleSignals?: boolean } = {},
 ): Promise<Paddock> {
   const log = deps.log ?? createLogger({ level: config.logLevel });
   const clock = deps.clock ?? realClock;
@@ -520,7 +522,7 @@ async function startWebhook(
         github: clients,
         cluster: cachedRunnerPodCluster(kubeRunnerPodCluster(manager.http), {
           // The RunnerSet controller's informers (the manager shares one per resource and namespace).
-          statefulSets: manager.informer(STATEFUL_SETS, watched).store,
+          statefulSets: statefulSetInformer(manager, config.watchNamespace).store,
           runnerSets: manager.informer<RunnerSet>(RUNNER_SETS, watched).store,
         }),
         logger: log.child({ component: 'webhook' }),

@@ -96,7 +96,7 @@ export async function uninstallCommand(
     process.stdout.write(renderHelp('uninstall', UNINSTALL_SUMMARY, UNINSTALL_FLAGS));
     return 0;
   }
-  const http = new KubeHttp(loadKubeConfig((values.kubeconfig as string | undefined) || undefined));
+  const http = new KubeHttp(loadKubeConfig((values.kubeconfig as string | undefined) || undefined, env));
   try {
     const result = await uninstall(http, {
       namespace: (values['watch-namespace'] as string) || undefined,

@@ -1,8 +1,8 @@
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { podGitHubClients } from '../controllers/github-clients.ts';
 import { GitHubClient, GitHubMetrics } from '../github/index.ts';
 import { toKubeError } from '../runtime/errors.ts';
+import type { ClusterAccess } from '../runtime/kube-http.ts';
 import { createLogger } from '../runtime/log.ts';
 import { Manager } from '../runtime/manager.ts';
 import { type FlagSpec, type FlagValues, parseFlags, renderHelp } from './flags.ts';
@@ -88,7 +88,7 @@ export interface WebhookServerProcess {
 /** Starts the webhook server: caches of HRAs and their targets, the HTTP endpoint, the repair pass. */
 export async function startWebhookServer(
   config: WebhookServerConfig,
-  deps: { kubeConfig?: KubeConfig; handleSignals?: boolean; log?: Logger } = {},
+  deps: { kubeConfig?: ClusterAccess; handleSignals?: boolean; log?: Logger } = {},
 ): Promise<WebhookServerProcess> {
   const log = deps.log ?? createLogger({ level: config.logLevel });
   const kubeConfig = deps.kubeConfig ?? loadKubeConfig(config.kubeconfig);

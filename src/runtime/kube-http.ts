@@ -1,13 +1,31 @@
 import http from 'node:http';
 import https from 'node:https';
 import readline from 'node:readline';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { KubeError, kubeErrorFromResponse } from './errors.ts';
 
 /**
- * A small raw-JSON HTTP client on a KubeConfig, for what the generated clients do poorly: list and
+ * A small raw-JSON HTTP client on a kubeconfig, for what the generated clients do poorly: list and
  * watch streams (raw JSON everywhere, no Date/string mix), and patches with explicit content types.
  */
+
+/** The cluster a kubeconfig's current context points at. */
+export interface CurrentCluster {
+  readonly name: string;
+  readonly server: string;
+  readonly skipTLSVerify?: boolean;
+  readonly tlsServerName?: string | undefined;
+}
+
+/**
+ * What KubeHttp needs of a kubeconfig. paddock's commands pass their own (runtime/kubeconfig.ts, which
+ * spares them loading @kubernetes/client-node); tests and the test environment pass client-node's
+ * KubeConfig, which has the same two methods.
+ */
+export interface ClusterAccess {
+  getCurrentCluster(): CurrentCluster | null;
+  /** Sets TLS options and authentication headers for one request (called before every request). */
+  applyToHTTPSOptions(opts: https.RequestOptions): Promise<void>;
+}
 
 export type PatchType = 'json' | 'merge' | 'strategic' | 'apply';
 
@@ -32,14 +50,14 @@ export interface WatchLine {
 }
 
 export class KubeHttp {
-  private readonly kc: KubeConfig;
+  private readonly kc: ClusterAccess;
   private readonly server: URL;
   private readonly transport: typeof https | typeof http;
   /** Short requests share a keep-alive pool; each watch gets its own socket from another pool. */
   private readonly requestAgent: http.Agent;
   private readonly watchAgent: http.Agent;
 
-  constructor(kc: KubeConfig) {
+  constructor(kc: ClusterAccess) {
     this.kc = kc;
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error('kubeconfig has no current cluster');

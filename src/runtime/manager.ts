@@ -1,12 +1,11 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { type Clock, realClock } from './clock.ts';
 import { Controller, type ControllerOptions } from './controller.ts';
 import { EventRecorder } from './events.ts';
 import { Informer, type InformerOptions, type ResourceRef } from './informer.ts';
-import { KubeHttp } from './kube-http.ts';
+import { type ClusterAccess, KubeHttp } from './kube-http.ts';
 import { type LeaderElectionTimings, LeaderElector } from './leader-election.ts';
 import { RuntimeMetrics } from './metrics.ts';
 import type { KubeObject } from './store.ts';
@@ -18,7 +17,8 @@ import type { KubeObject } from './store.ts';
  */
 
 export interface ManagerOptions {
-  kubeConfig: KubeConfig;
+  /** Our kubeconfig (runtime/kubeconfig.ts) or client-node's KubeConfig. */
+  kubeConfig: ClusterAccess;
   /** Stands in for the client made from `kubeConfig` (unit tests with a fake API server). */
   http?: KubeHttp;
   log: Logger;
@@ -51,6 +51,8 @@ export class Manager {
   readonly events: EventRecorder;
   private readonly opts: ManagerOptions;
   private readonly informers = new Map<string, Informer<KubeObject>>();
+  /** The transform each shared informer was created with (one cache, one shape). */
+  private readonly transforms = new Map<string, unknown>();
   private readonly controllers: Controller[] = [];
   private servers: http.Server[] = [];
   private elector: LeaderElector | undefined;
@@ -72,7 +74,11 @@ export class Manager {
     });
   }
 
-  /** A shared informer: one list+watch per (resource, namespace, selectors), however many users. */
+  /**
+   * A shared informer: one list+watch per (resource, namespace, selectors), however many users. Every
+   * user must ask with the same `transform` (the cache holds one shape of object); a different one
+   * throws, so no reader can get objects shaped for another.
+   */
   informer<T extends KubeObject = KubeObject>(
     resource: ResourceRef,
     opts: Pick<
@@ -98,7 +104,13 @@ export class Manager {
         ...opts,
       }) as unknown as Informer<KubeObject>;
       this.informers.set(key, inf);
+      this.transforms.set(key, opts.transform);
     } else {
+      if (this.transforms.get(key) !== opts.transform) {
+        throw new Error(
+          `the shared ${resource.plural} informer ${key} was created with another transform: ask for it the same way everywhere`,
+        );
+      }
       for (const [name, fn] of Object.entries(opts.indexers ?? {})) {
         inf.store.addIndexer(name, fn as unknown as (o: KubeObject) => string[]);
       }

@@ -1,0 +1,128 @@
+/**
+ * Cold start and idle memory of the `paddock run` binary on the test control plane (CRDs installed
+ * beforehand, default GitHub credentials on the GitHub double, no webhook): the time from spawning
+ * the process to its first 200 on /readyz, and its resident set (VmRSS) and peak resident set (VmHWM)
+ * from /proc `--settle` seconds after that, with no objects to manage. Each figure is the median of
+ * `--runs` starts (default 3). The binary runs the compiled dist/ when it exists, else the sources.
+ *
+ *   node bench/startup.ts [--json] [--runs N] [--settle SECONDS] [--bin path/to/paddock.js]
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { installCrds } from '../src/cli/run.ts';
+import { KubeHttp } from '../src/runtime/kube-http.ts';
+import { freePort, startControlPlane } from '../src/testenv/control-plane.ts';
+import { GitHubDouble } from '../src/testenv/github-double/index.ts';
+import { startManagedProcess } from '../src/testenv/processes.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const { values } = parseArgs({
+  options: {
+    json: { type: 'boolean', default: false },
+    runs: { type: 'string', default: '3' },
+    settle: { type: 'string', default: '10' },
+    bin: { type: 'string', default: path.join(root, 'bin/paddock.js') },
+  },
+});
+const runs = Number(values.runs);
+const settleMs = Number(values.settle) * 1000;
+const say = (s: string) => {
+  if (!values.json) process.stderr.write(`${s}\n`);
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const mib = (kib: number) => Math.round((kib / 1024) * 10) / 10;
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+};
+
+/** A `/proc/<pid>/status` field in KiB. */
+async function statusKiB(pid: number, field: string): Promise<number> {
+  const text = await readFile(`/proc/${pid}/status`, 'utf8');
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text);
+  if (!m) throw new Error(`no ${field} in /proc/${pid}/status`);
+  return Number(m[1]);
+}
+
+async function once(kubeconfig: string, github: { url: string; token: string }, logFile: string) {
+  const port = await freePort();
+  const started = performance.now();
+  const paddock = startManagedProcess({
+    name: 'paddock',
+    command: process.execPath,
+    args: [
+      values.bin,
+      'run',
+      '--metrics-addr',
+      `127.0.0.1:${port}`,
+      '--health-probe-addr',
+      '0',
+      '--webhook-addr',
+      '0',
+    ],
+    logFile,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      KUBECONFIG: kubeconfig,
+      GITHUB_TOKEN: github.token,
+      GITHUB_URL: github.url,
+      LOG_LEVEL: 'warn',
+    },
+  });
+  try {
+    for (;;) {
+      if (!paddock.running()) {
+        throw new Error(`paddock run exited ${await paddock.exited}: ${await readFile(logFile, 'utf8')}`);
+      }
+      if (performance.now() - started > 60_000) throw new Error(`not ready after 60 s (log ${logFile})`);
+      const ok = await fetch(`http://127.0.0.1:${port}/readyz`)
+        .then((r) => r.status === 200)
+        .catch(() => false);
+      if (ok) break;
+      await sleep(10);
+    }
+    const readyMs = performance.now() - started;
+    await sleep(settleMs);
+    return {
+      readyMs,
+      rssKiB: await statusKiB(paddock.pid, 'VmRSS'),
+      hwmKiB: await statusKiB(paddock.pid, 'VmHWM'),
+    };
+  } finally {
+    await paddock.stop();
+  }
+}
+
+const plane = await startControlPlane({ controllerManager: false, log: say });
+const double = new GitHubDouble();
+try {
+  // Installed once here (as a chart does): the figures are paddock's own start, not CRD establishment.
+  const http = new KubeHttp(plane.kubeConfig);
+  await installCrds(http);
+  http.close();
+  await double.start();
+  double.addOrg('acme');
+  const github = { url: double.apiUrl, token: double.addToken().token };
+  const results = [];
+  for (let i = 0; i < runs; i++) {
+    const r = await once(plane.kubeconfigPath, github, path.join(plane.dataDir, `paddock-${i}.log`));
+    say(
+      `run ${i + 1}: ready in ${Math.round(r.readyMs)} ms, VmRSS ${mib(r.rssKiB)} MiB, VmHWM ${mib(r.hwmKiB)} MiB`,
+    );
+    results.push(r);
+  }
+  const result = {
+    runs,
+    startToReadyMs: Math.round(median(results.map((r) => r.readyMs))),
+    idleRssMiB: mib(median(results.map((r) => r.rssKiB))),
+    peakRssMiB: mib(median(results.map((r) => r.hwmKiB))),
+  };
+  if (values.json) process.stdout.write(`${JSON.stringify(result)}\n`);
+  else console.table(result);
+} finally {
+  await double.stop();
+  await plane.stop();
+}
