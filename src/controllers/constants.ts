@@ -7,6 +7,28 @@ export const LABEL_RUNNER_POD = 'runner-pod';
 export const LABEL_RUNNER_TEMPLATE_HASH = 'runner-template-hash';
 /** On every runner pod; the pod webhook's object selector. */
 export const LABEL_INJECT_REGISTRATION_TOKEN = 'actions-runner-controller/inject-registration-token';
+/** On a RunnerSet's volume claims: the StatefulSet they were made for (volume retention). */
+export const LABEL_RUNNER_STATEFULSET_NAME = 'runner-statefulset-name';
+
+/**
+ * A pod is a runner pod when it carries any of these (the runner pod controller's filter, as ARC's):
+ * `actions-runner` is on every pod paddock makes and on ARC's since v0.25; ARC v0.20 to v0.24 put
+ * only `runnerset-name` on its runner pods (the RunnerSet pods from v0.20, all from v0.22), and
+ * RunnerDeployment pods of older ARC have only `runner-deployment-name`. (Not
+ * `actions-runner-controller/inject-registration-token`: paddock's Runner pods, which read their
+ * token from a Secret, do not carry it.)
+ */
+export const RUNNER_POD_LABELS = [LABEL_RUNNER, LABEL_RUNNERSET_NAME, LABEL_RUNNER_DEPLOYMENT_NAME] as const;
+
+/**
+ * The label selectors of the runner pod cache: a selector can only AND its terms, so "any of
+ * RUNNER_POD_LABELS" is one selector per label that excludes the labels before it (`actions-runner`;
+ * `!actions-runner,runnerset-name`; ...). No pod matches two, so none is cached twice; today's pods
+ * all match the first, the other two hold what older ARC versions left.
+ */
+export const RUNNER_POD_SELECTORS: readonly string[] = RUNNER_POD_LABELS.map((key, i) =>
+  [...RUNNER_POD_LABELS.slice(0, i).map((k) => `!${k}`), key].join(','),
+);
 
 export const ANNOTATION_RUNNER_ID = 'actions-runner/id';
 export const ANNOTATION_UNREGISTRATION_REQUEST = 'actions-runner/unregistration-request-timestamp';

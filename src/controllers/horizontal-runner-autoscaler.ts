@@ -15,11 +15,10 @@ import type { Clock } from '../runtime/clock.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import type { EventRecorder } from '../runtime/events.ts';
-import { type Informer, predicates, type ResourceRef } from '../runtime/informer.ts';
+import { type Informer, predicates, type ResourceRef, type Watchable } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { mergePatch } from '../runtime/objects.ts';
-import { PODS } from '../runtime/resources.ts';
 import { type LabelSelector, selectorMatches } from '../runtime/selector.ts';
 import { type KubeObject, objectKey, splitKey } from '../runtime/store.ts';
 import { AutoscalerMetrics, type MetricTarget } from './autoscaler-metrics.ts';
@@ -38,6 +37,7 @@ import {
   supportedMetric,
   targetPatch,
 } from './autoscaling.ts';
+import { runnerPodInformer } from './cache-shapes.ts';
 import { reservationsFromSpec } from './capacity-reservations.ts';
 import {
   ANNOTATION_UNREGISTRATION_FAILURE,
@@ -100,7 +100,7 @@ export class HorizontalRunnerAutoscalerReconciler {
   private readonly deployments: Informer<RunnerDeployment>;
   private readonly runnerSets: Informer<RunnerSet>;
   private readonly runners: Informer<Runner>;
-  private readonly pods: Informer<PodObject>;
+  private readonly pods: Watchable<PodObject>;
   private readonly http: KubeHttp;
   private readonly clock: Clock;
   private readonly events: EventRecorder;
@@ -123,7 +123,7 @@ export class HorizontalRunnerAutoscalerReconciler {
     this.deployments = m.informer<RunnerDeployment>(RUNNER_DEPLOYMENTS, ns);
     this.runnerSets = m.informer<RunnerSet>(RUNNER_SETS, ns);
     this.runners = m.informer<Runner>(RUNNERS, ns);
-    this.pods = m.informer<PodObject>(PODS, ns);
+    this.pods = runnerPodInformer(m, opts.namespace);
     const hrasOf = (kind: string) => (target: { metadata: { namespace?: string; name?: string } }) =>
       this.hras.store
         .list()

@@ -5,7 +5,7 @@ import type { ResourceRef } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import { mergePatch } from '../runtime/objects.ts';
 import { PODS } from '../runtime/resources.ts';
-import type { KubeObject, Store } from '../runtime/store.ts';
+import type { KubeObject, ReadonlyStore } from '../runtime/store.ts';
 import { ANNOTATION_UNREGISTRATION_REQUEST, rfc3339 } from './constants.ts';
 import { type RunnerPodFacts, runnerPodFacts } from './graceful-stop.ts';
 import { classifyPod, type OwnerAction, type PodState } from './owner-sync.ts';
@@ -182,7 +182,7 @@ export function podStateOf(
  * one whose runner the request stops), remembering each write until the caches show it.
  */
 export async function requestUnregistration(
-  deps: { http: KubeHttp; clock: Clock; memory: OwnerSyncMemory; pods: Store<PodObject> },
+  deps: { http: KubeHttp; clock: Clock; memory: OwnerSyncMemory; pods: ReadonlyStore<PodObject> },
   where: { parent: string; namespace: string; owners: ResourceRef },
   action: Extract<OwnerAction, { kind: 'request-unregistration' }>,
 ): Promise<void> {

@@ -5,21 +5,20 @@ import type { Clock } from '../runtime/clock.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isNotFound, toKubeError } from '../runtime/errors.ts';
 import type { EventRecorder } from '../runtime/events.ts';
-import { type Informer, type ResourceRef, resourcePath } from '../runtime/informer.ts';
+import { type Informer, type ResourceRef, resourcePath, type Watchable } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { addFinalizer, mergePatch, removeFinalizer } from '../runtime/objects.ts';
 import { TurnPacer } from '../runtime/pacer.ts';
 import { PODS, SECRETS } from '../runtime/resources.ts';
-import { defaultIndexers, type KubeObject, objectKey } from '../runtime/store.ts';
+import { type KubeObject, objectKey } from '../runtime/store.ts';
 import { WrittenObjects } from '../runtime/written.ts';
+import { POD_NAME_INDEX, runnerPodInformer } from './cache-shapes.ts';
 import {
   ANNOTATION_WAIT_REASON,
   ANNOTATION_WAIT_START,
-  LABEL_RUNNER,
-  LABEL_RUNNER_DEPLOYMENT_NAME,
   LABEL_RUNNER_POD,
-  LABEL_RUNNERSET_NAME,
+  RUNNER_POD_LABELS,
   rfc3339,
 } from './constants.ts';
 import type { PodLike, RemovalAnswer } from './graceful-stop.ts';
@@ -50,7 +49,6 @@ export { PODS };
  * `planRunnerPod` (pure); this class performs one step at a time and feeds back what it learned.
  */
 
-const POD_NAME_INDEX = 'podName';
 /** A reconcile that takes more steps than this is a planning bug, not progress. */
 const MAX_STEPS = 24;
 
@@ -83,9 +81,10 @@ export interface PodObject extends KubeObject, PodLike {
   status?: PodLike['status'] & Record<string, unknown>;
 }
 
+/** Carries any of RUNNER_POD_LABELS (the runner pod cache holds no other pods). */
 export function isRunnerPod(pod: KubeObject): boolean {
   const labels = pod.metadata.labels ?? {};
-  return LABEL_RUNNER in labels || LABEL_RUNNERSET_NAME in labels || LABEL_RUNNER_DEPLOYMENT_NAME in labels;
+  return RUNNER_POD_LABELS.some((l) => l in labels);
 }
 
 /** One reconcile's view: the pod as last written, and what GitHub told us. */
@@ -99,7 +98,7 @@ interface Pass {
 
 export class RunnerPodReconciler {
   readonly controller: Controller;
-  readonly informer: Informer<PodObject>;
+  readonly informer: Watchable<PodObject>;
   private readonly runners: Informer<Runner>;
   private readonly http: KubeHttp;
   private readonly clock: Clock;
@@ -121,10 +120,7 @@ export class RunnerPodReconciler {
     this.random = opts.random ?? Math.random;
     // Shorter than the busy retry delay, so a static runner is still asked again on schedule.
     this.recentRemovals = new RecentRemovals(Math.min(10_000, this.settings.unregistrationRetryDelayMs / 2));
-    this.informer = m.informer<PodObject>(PODS, {
-      ...(opts.namespace ? { namespace: opts.namespace } : {}),
-      indexers: { ...defaultIndexers, [POD_NAME_INDEX]: (p) => [p.metadata.name ?? ''] },
-    });
+    this.informer = runnerPodInformer(m, opts.namespace);
     this.runners = m.informer<Runner>(RUNNERS, opts.namespace ? { namespace: opts.namespace } : {});
     // A runner appearing, changing state or vanishing requeues its pod at once.
     this.interest = new RegistryInterest((change: RunnerChange) => {

@@ -10,13 +10,13 @@ import type { Clock } from '../runtime/clock.ts';
 import { forEachConcurrently } from '../runtime/concurrency.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isNotFound } from '../runtime/errors.ts';
-import { type Informer, predicates, resourcePath } from '../runtime/informer.ts';
+import { type Informer, predicates, resourcePath, type Watchable } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { controllerReference, mergePatch } from '../runtime/objects.ts';
 import { WritePacer } from '../runtime/pacer.ts';
-import { PODS } from '../runtime/resources.ts';
 import { CONTROLLER_UID_INDEX, defaultIndexers, type KubeObject, splitKey } from '../runtime/store.ts';
+import { runnerPodInformer } from './cache-shapes.ts';
 import {
   ANNOTATION_UNREGISTRATION_COMPLETE,
   ANNOTATION_UNREGISTRATION_REQUEST,
@@ -70,7 +70,7 @@ export class RunnerReplicaSetReconciler {
   readonly controller: Controller;
   private readonly sets: Informer<RunnerReplicaSet>;
   private readonly runners: Informer<Runner>;
-  private readonly pods: Informer<PodObject>;
+  private readonly pods: Watchable<PodObject>;
   private readonly http: KubeHttp;
   private readonly clock: Clock;
   private readonly opts: RunnerReplicaSetControllerOptions;
@@ -89,7 +89,7 @@ export class RunnerReplicaSetReconciler {
     const ns = opts.namespace ? { namespace: opts.namespace } : {};
     this.sets = m.informer<RunnerReplicaSet>(RUNNER_REPLICA_SETS, ns);
     this.runners = m.informer<Runner>(RUNNERS, { ...ns, indexers: defaultIndexers });
-    this.pods = m.informer<PodObject>(PODS, { ...ns, indexers: defaultIndexers });
+    this.pods = runnerPodInformer(m, opts.namespace);
     this.controller = m
       .controller({
         name: 'runnerreplicaset-controller',

@@ -1,4 +1,3 @@
-import type { V1StatefulSetSpec } from '@kubernetes/client-node';
 import { RUNNER_SETS, type RunnerSet } from '../api/index.ts';
 import { type GitHubClient, resolveScope } from '../github/index.ts';
 import type { Clock } from '../runtime/clock.ts';
@@ -6,14 +5,22 @@ import { forEachConcurrently } from '../runtime/concurrency.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isNotFound, toKubeError } from '../runtime/errors.ts';
 import type { EventRecorder } from '../runtime/events.ts';
-import { type Informer, resourcePath } from '../runtime/informer.ts';
+import { type Informer, resourcePath, type Watchable } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { controllerReference, mergePatch } from '../runtime/objects.ts';
-import { PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS } from '../runtime/resources.ts';
-import { CONTROLLER_UID_INDEX, defaultIndexers, type KubeObject, splitKey } from '../runtime/store.ts';
+import { PERSISTENT_VOLUME_CLAIMS, STATEFUL_SETS } from '../runtime/resources.ts';
+import { CONTROLLER_UID_INDEX, type KubeObject, splitKey } from '../runtime/store.ts';
+import {
+  type PvcObject,
+  runnerPodInformer,
+  runnerVolumeClaimInformer,
+  type StatefulSetObject,
+  statefulSetInformer,
+} from './cache-shapes.ts';
 import {
   ANNOTATION_CREDS_SECRET,
+  LABEL_RUNNER_STATEFULSET_NAME,
   LABEL_RUNNERSET_NAME,
   OWNER_ROUND_INTERVAL_MS,
   rfc3339,
@@ -42,16 +49,12 @@ import {
  * The decisions are `planOwnerSync`'s; this file gathers its facts and performs its actions.
  */
 
-export const LABEL_RUNNER_STATEFULSET_NAME = 'runner-statefulset-name';
 /** ARC stops reconciling a RunnerSet with more StatefulSets than this. */
 /** Deletions and unregistration requests of one round in flight at once. */
 const ACTION_CONCURRENCY = 16;
 const MAX_STATEFULSETS = 1000;
 
-interface StatefulSet extends KubeObject {
-  spec?: V1StatefulSetSpec & { replicas?: number };
-  status?: { replicas?: number; readyReplicas?: number; currentReplicas?: number; updatedReplicas?: number };
-}
+type StatefulSet = StatefulSetObject;
 
 export interface RunnerSetControllerOptions {
   manager: Manager;
@@ -68,7 +71,9 @@ export class RunnerSetReconciler {
   readonly controller: Controller;
   private readonly runnerSets: Informer<RunnerSet>;
   private readonly statefulSets: Informer<StatefulSet>;
-  private readonly pods: Informer<PodObject>;
+  private readonly pods: Watchable<PodObject>;
+  /** Claims already labelled with their StatefulSet (those need no read). */
+  private readonly volumeClaims: Informer<PvcObject>;
   private readonly http: KubeHttp;
   private readonly clock: Clock;
   private readonly events: EventRecorder;
@@ -85,8 +90,9 @@ export class RunnerSetReconciler {
     this.memory = new OwnerSyncMemory(m.clock);
     const ns = opts.namespace ? { namespace: opts.namespace } : {};
     this.runnerSets = m.informer<RunnerSet>(RUNNER_SETS, ns);
-    this.statefulSets = m.informer<StatefulSet>(STATEFUL_SETS, ns);
-    this.pods = m.informer<PodObject>(PODS, { ...ns, indexers: defaultIndexers });
+    this.statefulSets = statefulSetInformer(m, opts.namespace);
+    this.pods = runnerPodInformer(m, opts.namespace);
+    this.volumeClaims = runnerVolumeClaimInformer(m, opts.namespace);
     this.controller = m
       .controller({
         name: 'runnerset-controller',
@@ -339,6 +345,10 @@ export class RunnerSetReconciler {
     for (const t of rs.spec.volumeClaimTemplates ?? []) {
       for (const sts of owned) {
         const pvcName = `${t.metadata?.name}-${sts.metadata.name}-0`;
+        // The cache holds only labelled claims: one there needs nothing. Any other is read, as it
+        // may not exist yet (its pod not created) or lack the label.
+        const cached = this.volumeClaims.store.getByName(rs.metadata.namespace, pvcName);
+        if (cached?.metadata.labels?.[LABEL_RUNNER_STATEFULSET_NAME]) continue;
         let pvc: KubeObject;
         try {
           pvc = await this.http.request<KubeObject>(

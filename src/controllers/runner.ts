@@ -10,12 +10,18 @@ import type { Clock } from '../runtime/clock.ts';
 import type { Controller, ReconcileContext, ReconcileResult } from '../runtime/controller.ts';
 import { isAlreadyExists, isForbidden, isNotFound, toKubeError } from '../runtime/errors.ts';
 import type { EventRecorder } from '../runtime/events.ts';
-import { type Informer, predicates, type ResourceRef, resourcePath } from '../runtime/informer.ts';
+import {
+  type Informer,
+  predicates,
+  type ResourceRef,
+  resourcePath,
+  type Watchable,
+} from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { addFinalizer, mergePatch, removeFinalizer, serverSideApply } from '../runtime/objects.ts';
 import { PODS, ROLE_BINDINGS, ROLES, SECRETS, SERVICE_ACCOUNTS } from '../runtime/resources.ts';
-import { defaultIndexers, type KubeObject, objectKey, splitKey } from '../runtime/store.ts';
+import { type KubeObject, objectKey, splitKey } from '../runtime/store.ts';
 import { WrittenObjects } from '../runtime/written.ts';
 import {
   invalidTokenSecretName,
@@ -23,6 +29,7 @@ import {
   TOKEN_SECRET_KEY,
   tokenSecretName,
 } from '../webhooks/token-secret.ts';
+import { runnerPodInformer } from './cache-shapes.ts';
 import { ANNOTATION_TOKEN_EXPIRES_AT, FINALIZER_RUNNER, RUNNER_CONTAINER, rfc3339 } from './constants.ts';
 import {
   planRunner,
@@ -72,7 +79,7 @@ interface Pass {
 export class RunnerReconciler {
   readonly controller: Controller;
   readonly runners: Informer<Runner>;
-  private readonly pods: Informer<PodObject>;
+  private readonly pods: Watchable<PodObject>;
   private readonly sets: Informer<RunnerReplicaSet>;
   private readonly http: KubeHttp;
   private readonly clock: Clock;
@@ -104,7 +111,7 @@ export class RunnerReconciler {
     this.runners = m.informer<Runner>(RUNNERS, ns);
     // Shared with the RunnerReplicaSet controller (one cache): whose scope a shared token is for.
     this.sets = m.informer<RunnerReplicaSet>(RUNNER_REPLICA_SETS, ns);
-    this.pods = m.informer<PodObject>(PODS, { ...ns, indexers: defaultIndexers });
+    this.pods = runnerPodInformer(m, opts.namespace);
     this.controller = m
       .controller({
         name: 'runner-controller',
@@ -116,6 +123,11 @@ export class RunnerReconciler {
       // wake it a dozen times per runner: at a thousand runners, a queue seconds long.
       .watchFor(this.runners, [predicates.specOrMetadataChanged])
       .watchOwned(this.pods, KIND, [runnerPodChanged]);
+    // Its status writes wake no reconcile: the Runners it wrote are dropped as the cache catches up.
+    this.runners.addHandler({
+      onUpdate: (_old, runner) => this.written.observe(runner),
+      onDelete: (runner) => this.written.forget(objectKey(runner)),
+    });
   }
 
   async reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {

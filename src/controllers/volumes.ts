@@ -5,9 +5,15 @@ import { resourcePath } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { jsonPatch, mergePatch } from '../runtime/objects.ts';
-import { PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STATEFUL_SETS } from '../runtime/resources.ts';
+import { PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES } from '../runtime/resources.ts';
 import type { KubeObject } from '../runtime/store.ts';
-import { LABEL_RUNNER_STATEFULSET_NAME } from './runner-set.ts';
+import {
+  type PvcObject,
+  runnerVolumeClaimInformer,
+  type StatefulSetObject,
+  statefulSetInformer,
+} from './cache-shapes.ts';
+import { LABEL_RUNNER_STATEFULSET_NAME } from './constants.ts';
 
 /**
  * PVC and PV retention (spec §3.9): when a runner's StatefulSet is gone, its volume claims are
@@ -17,9 +23,7 @@ import { LABEL_RUNNER_STATEFULSET_NAME } from './runner-set.ts';
 
 export const LABEL_PENDING_CLEANUP = 'pending-cleanup';
 
-interface Pvc extends KubeObject {
-  spec?: { volumeName?: string };
-}
+type Pvc = PvcObject;
 interface Pv extends KubeObject {
   spec?: { claimRef?: { name?: string; namespace?: string; uid?: string } | null };
   status?: { phase?: string };
@@ -67,18 +71,14 @@ export class VolumeRetentionReconcilers {
   private readonly http: KubeHttp;
   private readonly pvcs: Informer<Pvc>;
   private readonly pvs: Informer<Pv>;
-  private readonly statefulSets: Informer<KubeObject>;
+  private readonly statefulSets: Informer<StatefulSetObject>;
 
   constructor(opts: { manager: Manager; namespace?: string }) {
     const m = opts.manager;
     this.http = m.http;
-    const ns = opts.namespace ? { namespace: opts.namespace } : {};
-    this.pvcs = m.informer<Pvc>(PERSISTENT_VOLUME_CLAIMS, {
-      ...ns,
-      labelSelector: LABEL_RUNNER_STATEFULSET_NAME,
-    });
+    this.pvcs = runnerVolumeClaimInformer(m, opts.namespace);
     this.pvs = m.informer<Pv>(PERSISTENT_VOLUMES, { labelSelector: LABEL_PENDING_CLEANUP });
-    this.statefulSets = m.informer<KubeObject>(STATEFUL_SETS, ns);
+    this.statefulSets = statefulSetInformer(m, opts.namespace);
     this.pvcController = m
       .controller({
         name: 'runnerpersistentvolumeclaim-controller',

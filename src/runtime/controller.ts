@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Clock, Timer } from './clock.ts';
-import type { EventHandler, Informer, UpdatePredicate } from './informer.ts';
+import type { EventHandler, UpdatePredicate, Watchable } from './informer.ts';
 import type { RuntimeMetrics } from './metrics.ts';
 import { type KubeObject, objectKey, splitKey } from './store.ts';
 import { type RateLimiter, WorkQueue } from './workqueue.ts';
@@ -80,8 +80,8 @@ export class Controller {
   readonly queue: WorkQueue;
   private readonly opts: ControllerOptions;
   private readonly log: Logger;
-  private readonly informers = new Set<Informer<KubeObject>>();
-  private readonly primaries = new Set<Informer<KubeObject>>();
+  private readonly informers = new Set<Watchable<KubeObject>>();
+  private readonly primaries = new Set<Watchable<KubeObject>>();
   private resyncTimer: Timer | undefined;
   private resyncMs = 0;
   private workers: Promise<void>[] = [];
@@ -102,8 +102,8 @@ export class Controller {
   }
 
   /** The primary resource: every change enqueues the object's own key. */
-  watchFor<T extends KubeObject>(informer: Informer<T>, predicates: UpdatePredicate<T>[] = []): this {
-    this.primaries.add(informer as unknown as Informer<KubeObject>);
+  watchFor<T extends KubeObject>(informer: Watchable<T>, predicates: UpdatePredicate<T>[] = []): this {
+    this.primaries.add(informer as unknown as Watchable<KubeObject>);
     return this.watchMapped(informer, (obj) => [objectKey(obj)], predicates);
   }
 
@@ -134,7 +134,7 @@ export class Controller {
    * namespace), as controller-runtime's EnqueueRequestForOwner with OnlyControllerOwner does.
    */
   watchOwned<T extends KubeObject>(
-    informer: Informer<T>,
+    informer: Watchable<T>,
     ownerKind: string,
     predicates: UpdatePredicate<T>[] = [],
   ): this {
@@ -151,11 +151,11 @@ export class Controller {
 
   /** Any mapping from a watched object to the keys it affects. */
   watchMapped<T extends KubeObject>(
-    informer: Informer<T>,
+    informer: Watchable<T>,
     map: (obj: T) => string[],
     predicates: UpdatePredicate<T>[] = [],
   ): this {
-    this.informers.add(informer as unknown as Informer<KubeObject>);
+    this.informers.add(informer as unknown as Watchable<KubeObject>);
     const enqueue = (obj: T) => {
       for (const key of map(obj)) this.queue.add(key);
     };

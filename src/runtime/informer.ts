@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Clock, Timer } from './clock.ts';
 import { isGone, KubeError, toKubeError } from './errors.ts';
 import type { KubeHttp, WatchLine } from './kube-http.ts';
-import { type IndexFunc, type KubeObject, objectKey, Store } from './store.ts';
+import { type IndexFunc, type KubeObject, objectKey, type ReadonlyStore, Store } from './store.ts';
 
 /**
  * A reflector and informer in client-go's manner: a paged list, then a watch with bookmarks and a
@@ -67,6 +67,17 @@ export const predicates = {
     (o, n) =>
       ps.some((p) => p(o, n)),
 };
+
+/**
+ * What a controller watches and reads: an Informer, or several informers with disjoint selectors
+ * seen as one (InformerUnion).
+ */
+export interface Watchable<T extends KubeObject = KubeObject> {
+  readonly store: ReadonlyStore<T>;
+  addHandler(handler: EventHandler<T>, predicates?: UpdatePredicate<T>[]): void;
+  waitForSync(signal?: AbortSignal): Promise<void>;
+  hasSynced(): boolean;
+}
 
 export interface BackoffOptions {
   initialMs: number;
@@ -137,7 +148,7 @@ export type InformerEvent =
   | { type: 'watch-ended'; reason: 'timeout' | 'idle' | 'error' | 'gone'; error?: string }
   | { type: 'backoff'; delayMs: number };
 
-export class Informer<T extends KubeObject = KubeObject> {
+export class Informer<T extends KubeObject = KubeObject> implements Watchable<T> {
   readonly store: Store<T>;
   readonly resource: ResourceRef;
   private readonly opts: InformerOptions<T>;

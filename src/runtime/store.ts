@@ -59,7 +59,19 @@ export const defaultIndexers: Record<string, IndexFunc<KubeObject>> = {
   [LABEL_INDEX]: (o) => Object.entries(o.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`),
 };
 
-export class Store<T extends KubeObject = KubeObject> {
+/** A store as its readers see it: one informer's, or several disjoint ones read as one (InformerUnion). */
+export interface ReadonlyStore<T extends KubeObject = KubeObject> {
+  readonly size: number;
+  get(key: string): T | undefined;
+  getByName(namespace: string | undefined, name: string): T | undefined;
+  list(namespace?: string): T[];
+  keys(): string[];
+  byIndex(index: string, value: string): T[];
+  byOwnerUid(uid: string): T[];
+  byLabel(key: string, value: string): T[];
+}
+
+export class Store<T extends KubeObject = KubeObject> implements ReadonlyStore<T> {
   private readonly items = new Map<string, T>();
   private readonly indexers: Record<string, IndexFunc<T>>;
   private readonly indexes = new Map<string, Map<string, Set<string>>>();

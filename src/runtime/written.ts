@@ -22,23 +22,35 @@ export class WrittenObjects<T extends KubeObject> {
   newest(key: string, cached: T | undefined): T | undefined {
     const written = this.byKey.get(key);
     if (!written) return cached;
-    if (!cached || cached.metadata.uid !== written.metadata.uid) {
-      // Gone, or a new object of the same name: the cache knows better.
-      this.byKey.delete(key);
-      return cached;
-    }
-    const c = version(cached);
-    const w = version(written);
-    if (c === undefined || w === undefined || c >= w) {
+    if (!cached || supersedes(cached, written)) {
       this.byKey.delete(key);
       return cached;
     }
     return written;
   }
 
+  /**
+   * The cache has this object now (an informer event): a write it supersedes is dropped at once. A
+   * write whose watch event wakes no reconcile (a status write the controller filters out) would
+   * otherwise be held, a whole object per key, until the next reconcile of that key.
+   */
+  observe(cached: T): void {
+    const key = objectKey(cached);
+    const written = this.byKey.get(key);
+    if (written && supersedes(cached, written)) this.byKey.delete(key);
+  }
+
   get size(): number {
     return this.byKey.size;
   }
+}
+
+/** The cached object is a new one of the same name, or at least as new as the write. */
+function supersedes(cached: KubeObject, written: KubeObject): boolean {
+  if (cached.metadata.uid !== written.metadata.uid) return true;
+  const c = version(cached);
+  const w = version(written);
+  return c === undefined || w === undefined || c >= w;
 }
 
 function version(obj: KubeObject): bigint | undefined {
