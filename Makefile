@@ -29,8 +29,8 @@ format: ## Format the sources with Biome
 build: ## Compile to dist/
 	@$(NODE_ENV) npm run --silent build
 
-bench: ## Benchmarks; each prints one JSON line of figures
-	@$(NODE_ENV) npm run --silent bench
+bench: ## Benchmarks: JSON lines, then the README's table of figures against targets (ARGS="--only fleet --profile")
+	@$(NODE_ENV) node bench/all.ts $(ARGS)
 
 control-plane: ## Build kube-apiserver, kube-controller-manager and etcd into the cache (once)
 	@bash hack/build-control-plane.sh

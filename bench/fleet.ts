@@ -4,6 +4,8 @@
  *
  *   node bench/fleet.ts [--runs runnerdeployment:100,runnerset:100,runnerdeployment:1000]
  *   node bench/fleet.ts [--kinds runnerdeployment,runnerset] [--runners 100,1000] [--seconds 120] [--json]
+ *   node bench/fleet.ts --profile …   also a CPU profile and a heap snapshot of paddock per run, in
+ *                                     out/profile/fleet-<kind>-<runners>/ (open them in Chrome DevTools)
  *
  * `--runs` names each run; otherwise every kind runs at every size (src/sandbox/fleet-runs.ts). The
  * default is the runs above: both kinds at 100 runners and the RunnerDeployment at 1,000. RunnerSet at
@@ -13,6 +15,8 @@
  * Replacement latency is the same measure for both kinds: from an ephemeral runner exiting after its
  * job to the next new runner pod the simulated kubelet sees (the pod object created, not yet Running).
  */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { fleetRuns } from '../src/sandbox/fleet-runs.ts';
 import { Sandbox } from '../src/sandbox/sandbox.ts';
@@ -24,10 +28,17 @@ const { values } = parseArgs({
     runners: { type: 'string' },
     seconds: { type: 'string', default: '120' },
     json: { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
   },
 });
 
 const seconds = Number(values.seconds);
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** With --profile: where paddock's CPU profile (written when it exits) and heap snapshot go. */
+function profileDir(kind: string, runners: number): string | undefined {
+  return values.profile ? path.join(root, 'out', 'profile', `fleet-${kind}-${runners}`) : undefined;
+}
 
 for (const { kind, runners } of fleetRuns(values)) {
   const started = Date.now();
@@ -50,12 +61,14 @@ for (const { kind, runners } of fleetRuns(values)) {
       if (!values.json) process.stderr.write(`${l}\n`);
     },
     paddockArgs: ['--log-level', 'warn'],
+    profileDir: profileDir(kind, runners),
   });
   let result: Record<string, unknown>;
   try {
     await sandbox.start();
     await new Promise((r) => setTimeout(r, seconds * 1000));
     const s = await sandbox.summarize();
+    const heapSnapshot = values.profile ? await sandbox.heapSnapshot() : undefined;
     result = {
       kind,
       runners,
@@ -66,6 +79,8 @@ for (const { kind, runners } of fleetRuns(values)) {
       jobsCancelledByController: s.jobs.cancelledByController,
       leakedRunners: s.leakedRunners,
       controllerRssMiB: s.controller.rssMiB,
+      controllerRssSteadyMiB: s.controller.rssSteadyMiB ?? null,
+      controllerRssPeakMiB: s.controller.rssPeakMiB ?? null,
       jobsCompleted: s.jobs.completed,
       // Queued but not started when the run ends: the fleet falling behind the load.
       jobsWaitingAtEnd: s.jobs.created - s.jobs.started,
@@ -73,6 +88,7 @@ for (const { kind, runners } of fleetRuns(values)) {
       readyAtEnd: s.owner?.ready ?? null,
       measuredSeconds: s.durationSeconds,
       wallSeconds: Math.round((Date.now() - started) / 1000),
+      ...(heapSnapshot ? { profile: { heapSnapshot, cpuProfileDir: profileDir(kind, runners) } } : {}),
     };
   } finally {
     await sandbox.stop();

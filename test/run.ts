@@ -23,8 +23,8 @@ const hasPatterns = extra.some((a) => !a.startsWith('-'));
 const patterns = hasPatterns
   ? []
   : unitOnly
-    ? ['src/**/*.test.ts', 'hack/**/*.test.ts']
-    : ['src/**/*.test.ts', 'hack/**/*.test.ts', 'test/**/*.test.ts'];
+    ? ['src/**/*.test.ts', 'hack/**/*.test.ts', 'bench/**/*.test.ts']
+    : ['src/**/*.test.ts', 'hack/**/*.test.ts', 'bench/**/*.test.ts', 'test/**/*.test.ts'];
 
 let plane: ControlPlane | undefined;
 const env: NodeJS.ProcessEnv = { ...process.env };

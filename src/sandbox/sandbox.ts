@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
@@ -82,6 +82,11 @@ export interface SandboxOptions {
   log: (line: string) => void;
   /** Extra `paddock run` flags. */
   paddockArgs?: string[];
+  /**
+   * Profile paddock: a CPU profile written when it exits and heap snapshots on `heapSnapshot()`,
+   * in this directory (created).
+   */
+  profileDir?: string | undefined;
   /** Drive the owner with a HorizontalRunnerAutoscaler (from zero up to `runners`). */
   autoscale?: AutoscaleMode | undefined;
   /** Deliveries of workflow_job webhooks lost and repeated (webhook autoscaling). */
@@ -140,7 +145,15 @@ export interface SandboxSummary {
     rateLimitedRequestsPerRunnerHour: number;
     byRoute: Record<string, number>;
   };
-  controller: { rssMiB: number | null; exitCode: number | null };
+  controller: {
+    /** Peak of the RSS samples (every 2 s). */
+    rssMiB: number | null;
+    /** Median RSS over the second half of the run: the steady state after start-up. */
+    rssSteadyMiB?: number | null;
+    /** The kernel's peak resident set (VmHWM), including start-up. */
+    rssPeakMiB?: number | null;
+    exitCode: number | null;
+  };
   pods: { seen: number; started: number };
   chaos: { podKills: number; nodesLost: number };
   /** With --autoscale: the HRA's figures, the deliveries, and how well supply followed demand. */
@@ -175,10 +188,10 @@ function percentile(values: number[], p: number): number | null {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? null;
 }
 
-function rssMiB(pid: number | undefined): number | null {
+function rssMiB(pid: number | undefined, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): number | null {
   if (!pid) return null;
   try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Math.round((Number(m[1]) / 1024) * 10) / 10 : null;
   } catch {
     return null;
@@ -199,6 +212,9 @@ export class Sandbox {
   startedAt = 0;
   readonly events: NodeAgentEvent[] = [];
   private readonly timers: NodeJS.Timeout[] = [];
+  private readonly rssSamples: { at: number; mib: number }[] = [];
+  /** How paddock (`paddock run`) was last started, to start it again. */
+  private paddockSpawn: { args: string[]; env: Record<string, string>; logFile: string } | undefined;
   private readonly exitsAwaitingReplacement: number[] = [];
   readonly replacementLatencies: number[] = [];
   private podKills = 0;
@@ -362,17 +378,19 @@ export class Sandbox {
     }
 
     if (this.opts.simulate) {
-      this.workload = new WorkloadGenerator({
-        double: this.double,
-        ratePerMinute: this.opts.jobRate,
-        duration: {
-          kind: 'uniform',
-          minMs: this.opts.jobDurationMs * 0.5,
-          maxMs: this.opts.jobDurationMs * 1.5,
-        },
-        target: { owner: SANDBOX_ORG, repo: this.repositories },
-        labels: [{ labels: ['self-hosted', 'sandbox'], weight: 1 }],
-      });
+      // jobRate 0: runners that start and register but get no jobs (an idle fleet).
+      if (this.opts.jobRate > 0)
+        this.workload = new WorkloadGenerator({
+          double: this.double,
+          ratePerMinute: this.opts.jobRate,
+          duration: {
+            kind: 'uniform',
+            minMs: this.opts.jobDurationMs * 0.5,
+            maxMs: this.opts.jobDurationMs * 1.5,
+          },
+          target: { owner: SANDBOX_ORG, repo: this.repositories },
+          labels: [{ labels: ['self-hosted', 'sandbox'], weight: 1 }],
+        });
       this.agent = new NodeAgent({
         http: this.http,
         namespace: SANDBOX_NAMESPACE,
@@ -383,7 +401,7 @@ export class Sandbox {
         onEvent: (e) => this.onAgentEvent(e),
       });
       await this.agent.start();
-      this.workload.start();
+      this.workload?.start();
       if (this.opts.chaos.podKillsPerMinute > 0) {
         this.timers.push(
           setInterval(() => this.killRandomRunner(), 60_000 / this.opts.chaos.podKillsPerMinute),
@@ -415,7 +433,13 @@ export class Sandbox {
     env: Record<string, string>,
     logFile: string,
   ): { child: ChildProcess; exit: Promise<number> } {
-    const child = spawn(process.execPath, [path.join(repoRoot, 'bin/paddock.js'), ...args], {
+    const dir = this.opts.profileDir;
+    if (dir) mkdirSync(dir, { recursive: true });
+    const profiling = dir
+      ? [`--cpu-prof`, `--cpu-prof-dir=${dir}`, '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`]
+      : [];
+    if (args[0] === 'run') this.paddockSpawn = { args, env, logFile };
+    const child = spawn(process.execPath, [...profiling, path.join(repoRoot, 'bin/paddock.js'), ...args], {
       env: {
         PATH: process.env.PATH,
         HOME: process.env.HOME,
@@ -655,7 +679,89 @@ export class Sandbox {
 
   private sampleRss(): void {
     const rss = rssMiB(this.paddock?.pid);
-    if (rss !== null) this.peakRss = Math.max(this.peakRss, rss);
+    if (rss === null) return;
+    this.peakRss = Math.max(this.peakRss, rss);
+    this.rssSamples.push({ at: Date.now(), mib: rss });
+  }
+
+  /**
+   * Cold start on a live fleet: stops paddock (SIGTERM), starts it again with the same arguments,
+   * and measures from the spawn to its first 200 on /readyz (caches synced) and the GitHub requests
+   * of its first `settleMs` after that. RSS samples restart with it.
+   */
+  async restartPaddock(settleMs = 10_000): Promise<{
+    readyMs: number;
+    githubRequests: number;
+    githubRequestsByRoute: Record<string, number>;
+    rssAfterSettleMiB: number | null;
+  }> {
+    const spawned = this.paddockSpawn;
+    if (!spawned || !this.paddock) throw new Error('paddock is not running');
+    this.paddock.kill('SIGTERM');
+    await this.paddockExit;
+    const logBefore = this.double.log.length;
+    const started = performance.now();
+    const next = this.spawnPaddock(spawned.args, spawned.env, `${spawned.logFile}.restart`);
+    this.paddock = next.child;
+    this.paddockExit = next.exit;
+    this.rssSamples.length = 0;
+    for (;;) {
+      const ok = await fetch(`${this.metricsUrl}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ok) break;
+      if (next.child.exitCode !== null)
+        throw new Error(`paddock exited with ${next.child.exitCode} on restart`);
+      if (performance.now() - started > 120_000)
+        throw new Error('paddock did not become ready after a restart');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const readyMs = Math.round(performance.now() - started);
+    await new Promise((r) => setTimeout(r, settleMs));
+    const entries = this.double.log.slice(logBefore);
+    const byRoute: Record<string, number> = {};
+    for (const e of entries) byRoute[e.route] = (byRoute[e.route] ?? 0) + 1;
+    return {
+      readyMs,
+      githubRequests: entries.length,
+      githubRequestsByRoute: byRoute,
+      rssAfterSettleMiB: rssMiB(next.child.pid),
+    };
+  }
+
+  /** Median of the RSS samples of the run's second half. */
+  private steadyRssMiB(): number | null {
+    const first = this.rssSamples[0];
+    if (!first) return null;
+    const half = first.at + (Date.now() - first.at) / 2;
+    return percentile(
+      this.rssSamples.filter((x) => x.at >= half).map((x) => x.mib),
+      50,
+    );
+  }
+
+  /**
+   * With `profileDir`: a heap snapshot of paddock now (node's --heapsnapshot-signal), written to
+   * that directory; resolves with its path once it is complete.
+   */
+  async heapSnapshot(timeoutMs = 120_000): Promise<string> {
+    const dir = this.opts.profileDir;
+    const pid = this.paddock?.pid;
+    if (!dir || !pid) throw new Error('heap snapshots need profileDir and a running paddock');
+    const before = new Set(readdirSync(dir));
+    process.kill(pid, 'SIGUSR2');
+    let last = -1;
+    for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 500));
+      const file = readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+      if (!file) continue;
+      // Node writes the snapshot in one go; a size that stopped growing means it is done.
+      const size = statSync(path.join(dir, file)).size;
+      if (size > 0 && size === last) return path.join(dir, file);
+      last = size;
+    }
+    throw new Error(`no heap snapshot from paddock in ${dir} after ${timeoutMs} ms`);
   }
 
   controllerRssMiB(): number | null {
@@ -694,7 +800,12 @@ export class Sandbox {
         rateLimitedRequestsPerRunnerHour:
           Math.round((counted / hours / Math.max(1, this.opts.runners)) * 100) / 100,
       },
-      controller: { rssMiB: this.peakRss || this.controllerRssMiB(), exitCode: null },
+      controller: {
+        rssMiB: this.peakRss || this.controllerRssMiB(),
+        rssSteadyMiB: this.steadyRssMiB(),
+        rssPeakMiB: rssMiB(this.paddock?.pid, 'VmHWM'),
+        exitCode: null,
+      },
       pods: { seen: stats?.podsSeen ?? 0, started: stats?.podsStarted ?? 0 },
       chaos: { podKills: this.podKills, nodesLost: this.nodesLost },
     };

@@ -1,0 +1,71 @@
+/**
+ * `make bench`: every benchmark, one after the other (they share the machine's two cores), each
+ * printing JSON lines; the lines go to stdout and to out/bench/results.jsonl, then bench/report.ts
+ * rewrites the README's table from them.
+ *
+ *   node bench/all.ts [--only startup,cold-start,fleet,runtime,github,autoscale] [--profile]
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const { values } = parseArgs({
+  options: {
+    only: { type: 'string', default: 'startup,cold-start,fleet,runtime,github,autoscale' },
+    profile: { type: 'boolean', default: false },
+  },
+});
+const only = new Set(String(values.only).split(','));
+const profile = values.profile ? ['--profile'] : [];
+const BENCHES: [string, string[]][] = [
+  ['startup', ['bench/startup.ts', '--json']],
+  ['cold-start', ['bench/cold-start.ts', '--json', ...profile]],
+  ['fleet', ['bench/fleet.ts', '--json', ...profile]],
+  ['runtime', ['bench/runtime.ts', '--json']],
+  ['github', ['bench/github.ts', '--json']],
+  ['autoscale', ['bench/autoscale.ts', '--json']],
+];
+
+// What ships is the compiled dist/ (bin/paddock.js runs it when present): measure that. A dist/ made
+// here is removed afterwards, so later tests do not run a stale build.
+const hadDist = existsSync(path.join(root, 'dist'));
+process.stderr.write('[bench] compiling dist/ (npm run build)\n');
+execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit' });
+process.on('exit', () => {
+  if (!hadDist) rmSync(path.join(root, 'dist'), { recursive: true, force: true });
+});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
+
+const out = path.join(root, 'out', 'bench');
+mkdirSync(out, { recursive: true });
+const results = path.join(out, 'results.jsonl');
+writeFileSync(results, '');
+let failed = 0;
+for (const [name, args] of BENCHES) {
+  if (!only.has(name)) continue;
+  process.stderr.write(`[bench] ${name}: node ${args.join(' ')}\n`);
+  const code = await new Promise<number>((resolve) => {
+    const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+    let rest = '';
+    child.stdout.on('data', (d: Buffer) => {
+      rest += d.toString();
+      const lines = rest.split('\n');
+      rest = lines.pop() ?? '';
+      for (const line of lines) {
+        process.stdout.write(`${line}\n`);
+        if (line.startsWith('{')) appendFileSync(results, `${line}\n`);
+      }
+    });
+    child.on('exit', (c) => resolve(c ?? 1));
+  });
+  if (code !== 0) {
+    failed++;
+    process.stderr.write(`[bench] ${name} failed with exit code ${code}\n`);
+  }
+}
+const report = spawn(process.execPath, ['bench/report.ts', results], { cwd: root, stdio: 'inherit' });
+const reportCode = await new Promise<number>((resolve) => report.on('exit', (c) => resolve(c ?? 1)));
+process.exit(failed > 0 || reportCode !== 0 ? 1 : 0);

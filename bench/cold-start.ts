@@ -1,0 +1,80 @@
+/**
+ * Cold start on a live fleet: the sandbox brings a RunnerDeployment or RunnerSet of N idle runners
+ * (registered, pods Running; a RunnerSet's are N StatefulSets of one pod each) up under paddock,
+ * then paddock is stopped and started again, as after a crash or an upgrade. One JSON line per run:
+ * spawn → first 200 on /readyz (informer caches synced), the GitHub requests of the first 10 s after
+ * that (a restart must not cost a burst: about one runner listing per scope), and RSS after them.
+ *
+ *   node bench/cold-start.ts [--runs runnerdeployment:100,runnerset:1000] [--json] [--profile]
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { fleetRuns } from '../src/sandbox/fleet-runs.ts';
+import { Sandbox } from '../src/sandbox/sandbox.ts';
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: 'runnerdeployment:100,runnerset:1000' },
+    json: { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
+  },
+});
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const say = (l: string) => {
+  if (!values.json) process.stderr.write(`${l}\n`);
+};
+
+for (const { kind, runners } of fleetRuns(values)) {
+  const sandbox = new Sandbox({
+    kind,
+    runners,
+    jobRate: 0,
+    jobDurationMs: 30_000,
+    ephemeral: false,
+    startupDelayMs: 0,
+    simulate: true,
+    chaos: {
+      podKillsPerMinute: 0,
+      github5xxRate: 0,
+      rateLimitPerHour: undefined,
+      nodeLossAfterMs: undefined,
+    },
+    log: say,
+    paddockArgs: ['--log-level', 'warn'],
+    profileDir: values.profile
+      ? path.join(root, 'out', 'profile', `cold-start-${kind}-${runners}`)
+      : undefined,
+  });
+  const began = Date.now();
+  try {
+    await sandbox.start();
+    // The whole fleet up and idle first: a restart of paddock over a running fleet is what is measured.
+    for (const deadline = Date.now() + 900_000; ; ) {
+      const owner = await sandbox.ownerFigures();
+      if ((owner.ready ?? 0) >= runners) break;
+      if (Date.now() > deadline)
+        throw new Error(`${kind} ${runners}: only ${owner.ready} ready after 15 min`);
+      await new Promise((r) => setTimeout(r, 2000));
+    }
+    const fleetUpSeconds = Math.round((Date.now() - began) / 1000);
+    say(`[cold-start] ${kind} ${runners}: fleet up in ${fleetUpSeconds} s; restarting paddock`);
+    const r = await sandbox.restartPaddock();
+    const heapSnapshot = values.profile ? await sandbox.heapSnapshot() : undefined;
+    process.stdout.write(
+      `${JSON.stringify({
+        bench: 'cold-start',
+        kind,
+        runners,
+        startToReadyMs: r.readyMs,
+        githubRequestsFirst10s: r.githubRequests,
+        githubRequestsByRoute: r.githubRequestsByRoute,
+        rssAfter10sMiB: r.rssAfterSettleMiB,
+        fleetUpSeconds,
+        ...(heapSnapshot ? { profile: { heapSnapshot } } : {}),
+      })}\n`,
+    );
+  } finally {
+    await sandbox.stop();
+  }
+}
