@@ -44,7 +44,7 @@ function refOf(kind: string) {
 
 /** Installs (server-side applies) every CRD and waits until each is Established. */
 async function installCrds(http: KubeHttp): Promise<void> {
-  for (const crd of crdManifests()) {
+  for (const crd of await crdManifests()) {
     const name = (crd.metadata as { name: string }).name;
     await http.request('PATCH', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`, {
       query: { fieldManager: 'paddock-crds-test', force: true, fieldValidation: 'Strict' },
@@ -52,7 +52,7 @@ async function installCrds(http: KubeHttp): Promise<void> {
       body: crd,
     });
   }
-  for (const crd of crdManifests()) {
+  for (const crd of await crdManifests()) {
     const name = (crd.metadata as { name: string }).name;
     await eventually(
       `CRD ${name} Established`,
@@ -159,7 +159,7 @@ describe('actions.summerwind.dev CRDs', () => {
   });
 
   test('every CRD is installed, Established, small, with a status subresource and printer columns', async () => {
-    const manifests = crdManifests();
+    const manifests = await crdManifests();
     assert.deepEqual(
       manifests.map((m) => (m.metadata as { name: string }).name),
       RESOURCES.map((r) => `${r.plural}.${GROUP}`),

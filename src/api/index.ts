@@ -5,7 +5,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parse } from 'yaml';
 import type { ResourceRef } from '../runtime/informer.ts';
 import { GROUP, KINDS, VERSION } from './schema.ts';
 
@@ -59,7 +58,11 @@ export function crdPath(plural: string): string {
   return path.join(CRD_DIR, `${GROUP}_${plural}.yaml`);
 }
 
-/** The CustomResourceDefinition objects of the API group, ready to create or apply. */
-export function crdManifests(): Record<string, unknown>[] {
+/**
+ * The CustomResourceDefinition objects of the API group, ready to create or apply. The YAML parser
+ * is loaded here, not with the module: only --install-crds and the tests need it.
+ */
+export async function crdManifests(): Promise<Record<string, unknown>[]> {
+  const { parse } = await import('yaml');
   return KINDS.map((k) => parse(readFileSync(crdPath(k.plural), 'utf8')) as Record<string, unknown>);
 }

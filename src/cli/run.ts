@@ -234,7 +234,9 @@ export function runConfig(v: FlagValues): RunConfig {
 
 /** Server-side applies the CRDs and waits until the API server serves them. */
 export async function installCrds(http: Manager['http']): Promise<void> {
-  for (const crd of crdManifests()) {
+  // Parsed once: the five manifests are about 1 MB of YAML.
+  const crds = await crdManifests();
+  for (const crd of crds) {
     const name = (crd.metadata as { name: string }).name;
     await http.request('PATCH', resourcePath(CUSTOM_RESOURCE_DEFINITIONS, undefined, name), {
       body: crd,
@@ -242,7 +244,7 @@ export async function installCrds(http: Manager['http']): Promise<void> {
       query: { fieldManager: FIELD_MANAGER, force: 'true' },
     });
   }
-  for (const crd of crdManifests()) {
+  for (const crd of crds) {
     const name = (crd.metadata as { name: string }).name;
     for (let i = 0; ; i++) {
       const got = await http.request<{ status?: { conditions?: { type: string; status: string }[] } }>(
@@ -256,7 +258,7 @@ export async function installCrds(http: Manager['http']): Promise<void> {
   }
   // Established can come a moment before the API server serves the resources; informers started
   // in that moment would back off on 404s.
-  const plurals = crdManifests().map((c) => (c.spec as { names: { plural: string } }).names.plural);
+  const plurals = crds.map((c) => (c.spec as { names: { plural: string } }).names.plural);
   for (let i = 0; ; i++) {
     const served = await http
       .request<{ resources?: { name: string }[] }>('GET', '/apis/actions.summerwind.dev/v1alpha1')

@@ -1,5 +1,5 @@
 import { createPrivateKey, type KeyObject, sign } from 'node:crypto';
-import { createAppAuth } from '@octokit/auth-app';
+import type { createAppAuth } from '@octokit/auth-app';
 import type { Octokit } from '@octokit/core';
 import type { Clock } from '../runtime/clock.ts';
 import type { GitHubCredentials } from './credentials.ts';
@@ -47,7 +47,9 @@ export class InstallationTokenSource implements AccessTokenSource {
   readonly renewable = true;
   private readonly clock: Clock;
   private readonly renewBeforeMs: number;
-  private readonly auth: ReturnType<typeof createAppAuth>;
+  /** Loaded on the first token: @octokit/auth-app costs ~9 MiB, and token-only installs never need it. */
+  private auth: Promise<ReturnType<typeof createAppAuth>> | undefined;
+  private readonly makeAuth: () => Promise<ReturnType<typeof createAppAuth>>;
   private cached: { token: string; expiresAt: number } | undefined;
   private pending: Promise<string> | undefined;
   /** How many tokens were minted (observability and tests). */
@@ -58,13 +60,14 @@ export class InstallationTokenSource implements AccessTokenSource {
     this.renewBeforeMs = options.renewBeforeMs ?? 10 * 60_000;
     const key = createPrivateKey(options.privateKey);
     const clock = options.clock;
-    this.auth = createAppAuth({
-      appId: options.appId,
-      installationId: options.installationId,
-      createJwt: async (appId) => signAppJwt(appId, key, clock.now()),
-      request: options.request,
-      log: { warn: () => {} },
-    });
+    this.makeAuth = async () =>
+      (await import('@octokit/auth-app')).createAppAuth({
+        appId: options.appId,
+        installationId: options.installationId,
+        createJwt: async (appId) => signAppJwt(appId, key, clock.now()),
+        request: options.request,
+        log: { warn: () => {} },
+      });
   }
 
   /** Expiry of the cached token (epoch ms), if any. */
@@ -86,7 +89,8 @@ export class InstallationTokenSource implements AccessTokenSource {
   }
 
   private async mint(): Promise<string> {
-    const result = await this.auth({ type: 'installation', refresh: true });
+    this.auth ??= this.makeAuth();
+    const result = await (await this.auth)({ type: 'installation', refresh: true });
     this.minted++;
     const expiresAt = Date.parse(result.expiresAt);
     // Without a readable expiry assume GitHub's one hour.
