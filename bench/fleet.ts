@@ -29,6 +29,8 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '120' },
     json: { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
+    /** Node/V8 flags for paddock, e.g. --node-flags=--max-semi-space-size=2. */
+    'node-flags': { type: 'string' },
   },
 });
 
@@ -62,6 +64,7 @@ for (const { kind, runners } of fleetRuns(values)) {
     },
     paddockArgs: ['--log-level', 'warn'],
     profileDir: profileDir(kind, runners),
+    nodeFlags: values['node-flags'] ? String(values['node-flags']).split(' ').filter(Boolean) : undefined,
   });
   let result: Record<string, unknown>;
   try {

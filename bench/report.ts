@@ -68,7 +68,7 @@ export const FIGURES: Figure[] = [
     name: 'GitHub requests in the first 10 s after a restart, 1,000 runners (a listing is 10 pages)',
     from: isColdStart('RunnerSet', 1000),
     value: num('githubRequestsFirst10s'),
-    unit: 'requests',
+    unit: '',
     target: { max: 12 },
   },
   {

@@ -5,12 +5,13 @@
  * from /proc `--settle` seconds after that, with no objects to manage. Each figure is the median of
  * `--runs` starts (default 3). The binary runs the compiled dist/ when it exists, else the sources.
  *
- *   node bench/startup.ts [--json] [--runs N] [--settle SECONDS] [--bin path/to/paddock.js]
+ *   node bench/startup.ts [--json] [--runs N] [--settle SECONDS] [--bin path/to/paddock.js] [--node-flags "..."]
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { PADDOCK_NODE_FLAGS } from '../src/cli/node-flags.ts';
 import { installCrds } from '../src/cli/run.ts';
 import { KubeHttp } from '../src/runtime/kube-http.ts';
 import { freePort, startControlPlane } from '../src/testenv/control-plane.ts';
@@ -24,6 +25,8 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '3' },
     settle: { type: 'string', default: '10' },
     bin: { type: 'string', default: path.join(root, 'bin/paddock.js') },
+    /** Node/V8 flags for paddock instead of the image's (PADDOCK_NODE_FLAGS), e.g. --node-flags=--jitless. */
+    'node-flags': { type: 'string' },
   },
 });
 const runs = Number(values.runs);
@@ -53,6 +56,9 @@ async function once(kubeconfig: string, github: { url: string; token: string }, 
     name: 'paddock',
     command: process.execPath,
     args: [
+      ...(values['node-flags']
+        ? String(values['node-flags']).split(' ').filter(Boolean)
+        : PADDOCK_NODE_FLAGS),
       values.bin,
       'run',
       '--metrics-addr',

@@ -13,6 +13,7 @@ import {
   stageImage,
 } from '../hack/image/build.ts';
 import { RUNNER_DEPLOYMENTS, RUNNERS, type Runner } from '../src/api/index.ts';
+import { PADDOCK_NODE_FLAGS } from '../src/cli/node-flags.ts';
 import { resourcePath } from '../src/runtime/informer.ts';
 import { KubeHttp } from '../src/runtime/kube-http.ts';
 import { PODS } from '../src/runtime/resources.ts';
@@ -109,7 +110,11 @@ describe('container image', {
     assert.equal(config.os, 'linux');
     assert.equal(config.config.User, '65532:65532');
     assert.equal(config.config.WorkingDir, '/app');
-    assert.deepEqual(config.config.Entrypoint, ['/usr/local/bin/node', '/app/bin/paddock.js']);
+    assert.deepEqual(config.config.Entrypoint, [
+      '/usr/local/bin/node',
+      ...PADDOCK_NODE_FLAGS,
+      '/app/bin/paddock.js',
+    ]);
     assert.deepEqual(config.config.Cmd, ['run']);
     assert.deepEqual(config.config.Env, ['PATH=/usr/local/bin:/usr/bin:/bin', 'NODE_ENV=production']);
     const labels = config.config.Labels ?? {};

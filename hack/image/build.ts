@@ -20,6 +20,7 @@ import { spawnSync } from 'node:child_process';
 import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { PADDOCK_NODE_FLAGS } from '../../src/cli/node-flags.ts';
 import {
   buildDist,
   type DebPackage,
@@ -294,7 +295,7 @@ export async function assembleImage(
         os: 'linux',
         user: `${PADDOCK_UID}:${PADDOCK_GID}`,
         env: IMAGE_ENV,
-        entrypoint: [NODE_PATH, `${APP_DIR}/bin/paddock.js`],
+        entrypoint: [NODE_PATH, ...PADDOCK_NODE_FLAGS, `${APP_DIR}/bin/paddock.js`],
         cmd: ['run'],
         workingDir: APP_DIR,
         exposedPorts: EXPOSED_PORTS,

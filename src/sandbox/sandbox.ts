@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { HORIZONTAL_RUNNER_AUTOSCALERS, RUNNERS } from '../api/index.ts';
 import type { FlagSpec } from '../cli/flags.ts';
+import { PADDOCK_NODE_FLAGS } from '../cli/node-flags.ts';
 import { installCrds } from '../cli/run.ts';
 import { RUN_FLAGS } from '../cli/run-flags.ts';
 import { WEBHOOK_SERVER_FLAGS } from '../cli/webhook-server.ts';
@@ -87,6 +88,8 @@ export interface SandboxOptions {
    * in this directory (created).
    */
   profileDir?: string | undefined;
+  /** Node/V8 flags for paddock's process instead of the image's (PADDOCK_NODE_FLAGS). */
+  nodeFlags?: string[] | undefined;
   /** Drive the owner with a HorizontalRunnerAutoscaler (from zero up to `runners`). */
   autoscale?: AutoscaleMode | undefined;
   /** Deliveries of workflow_job webhooks lost and repeated (webhook autoscaling). */
@@ -439,7 +442,8 @@ export class Sandbox {
       ? [`--cpu-prof`, `--cpu-prof-dir=${dir}`, '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`]
       : [];
     if (args[0] === 'run') this.paddockSpawn = { args, env, logFile };
-    const child = spawn(process.execPath, [...profiling, path.join(repoRoot, 'bin/paddock.js'), ...args], {
+    const flags = [...(this.opts.nodeFlags ?? PADDOCK_NODE_FLAGS), ...profiling];
+    const child = spawn(process.execPath, [...flags, path.join(repoRoot, 'bin/paddock.js'), ...args], {
       env: {
         PATH: process.env.PATH,
         HOME: process.env.HOME,
