@@ -1,8 +1,9 @@
 /**
- * V8 flags paddock's process runs with, in the image's entry point and in the sandbox and benches
- * (so they measure what ships). A 2 MiB young generation instead of V8's default (up to 16 MiB per
- * semi-space, which V8 grows under allocation bursts such as a relist) costs more frequent, short
- * scavenges and saves about 20 MiB of RSS with 100 runners at unchanged replacement latency
- * (`node bench/fleet.ts --node-flags=...` compares).
+ * Node/V8 flags paddock's process runs with: the image's entry point, and the sandbox and benches
+ * (so they measure what ships). None for now. A smaller young generation was measured
+ * (`node bench/fleet.ts --node-flags=--max-semi-space-size=N`): 2 MiB saves ~20 MiB of RSS at 100
+ * runners and 8 MiB ~14 MiB, but both made paddock list runners 2–6 times as often (GitHub spend up
+ * from 0.6 to 1.2–1.9 requests per runner-hour), a trade the spend targets do not allow; why GC
+ * timing changes the listing rate is not understood yet.
  */
-export const PADDOCK_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
+export const PADDOCK_NODE_FLAGS: readonly string[] = [];
