@@ -293,7 +293,13 @@ describe('container image', {
       ).catch((e) => {
         throw new Error(`${(e as Error).message}${why()}`);
       });
-      assert.match(p.out(), /"msg":"paddock started"/);
+      // /readyz can answer (caches synced) a moment before the start-up line is logged.
+      await untilExit(
+        'the "paddock started" log line',
+        async () => /"msg":"paddock started"/.test(p.out()),
+        10_000,
+        50,
+      );
 
       const status = readFileSync(`/proc/${p.pid}/status`, 'utf8');
       const line = (k: string) =>
