@@ -28,8 +28,8 @@ import type { KubeObject } from '../src/runtime/store.ts';
 import {
   type ChartRelease,
   chartContainer,
+  localArgs,
   serviceAccountKubeconfig,
-  withoutFlags,
 } from '../src/sandbox/chart-install.ts';
 import { NodeAgent, type PodObject } from '../src/sandbox/node-agent.ts';
 import {
@@ -472,8 +472,7 @@ describe('migrating from ARC as docs/migrating-from-arc.md says', () => {
       '--webhook-url',
       'https://127.0.0.1:0',
     ];
-    const localNames = local.filter((a) => a.startsWith('--')).map((a) => a.slice(2));
-    const args = [...withoutFlags(c.args, RUN_FLAGS, [...localNames, 'kubeconfig']), ...local];
+    const args = localArgs(c.args, RUN_FLAGS, local);
     paddockLog = path.join(workDir, 'paddock.log');
     paddock = startManagedProcess({
       name: 'paddock',

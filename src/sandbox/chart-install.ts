@@ -1,12 +1,11 @@
-import { execFile } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import type { FlagSpec } from '../cli/flags.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import type { KubeObject } from '../runtime/store.ts';
 import type { AuditEvent } from '../testenv/control-plane.ts';
+import { isolatedHelmEnv, runHelm } from '../testenv/helm.ts';
 
 /**
  * paddock as its Helm chart installs it, on a control plane without a kubelet: `helm install` of
@@ -14,8 +13,6 @@ import type { AuditEvent } from '../testenv/control-plane.ts';
  * arguments and environment and its ServiceAccount's token, so every request paddock makes is
  * checked against the chart's RBAC. Only listen addresses are changed (no Service routing here).
  */
-
-const run = promisify(execFile);
 
 export interface ChartRelease {
   name: string;
@@ -36,22 +33,11 @@ export async function installChart(opts: {
   /** `--set` arguments, `key=value`. */
   sets: string[];
 }): Promise<ChartRelease> {
-  const env = {
-    PATH: process.env.PATH ?? '',
-    HOME: opts.workDir,
-    KUBECONFIG: opts.kubeconfigPath,
-    HELM_CACHE_HOME: path.join(opts.workDir, 'helm-cache'),
-    HELM_CONFIG_HOME: path.join(opts.workDir, 'helm-config'),
-    HELM_DATA_HOME: path.join(opts.workDir, 'helm-data'),
-  };
+  const env = isolatedHelmEnv(opts.workDir, opts.kubeconfigPath);
   const helm = async (args: string[]) => {
-    try {
-      const { stdout } = await run(opts.helmBinary, args, { env, maxBuffer: 64 << 20 });
-      return stdout;
-    } catch (err) {
-      const e = err as { stderr?: string; message: string };
-      throw new Error(`helm ${args.join(' ')}: ${(e.stderr || e.message).trim()}`);
-    }
+    const r = await runHelm(opts.helmBinary, args, env);
+    if (r.code !== 0) throw new Error(`helm ${args.join(' ')}: ${(r.stderr || r.stdout).trim()}`);
+    return r.stdout;
   };
   await helm([
     'install',
@@ -186,6 +172,16 @@ export function withoutFlags(args: string[], specs: FlagSpec[], names: string[])
     if (!m![2] && spec.type !== 'boolean') i++;
   }
   return out;
+}
+
+/**
+ * A chart container's arguments for a local process: the flags named in `local` (listen addresses)
+ * take the values given there instead of the chart's, and --kubeconfig goes (the caller supplies a
+ * ServiceAccount's).
+ */
+export function localArgs(args: string[], specs: FlagSpec[], local: string[]): string[] {
+  const names = local.filter((a) => a.startsWith('--')).map((a) => a.slice(2));
+  return [...withoutFlags(args, specs, [...names, 'kubeconfig']), ...local];
 }
 
 /** A kubeconfig that authenticates with a fresh token of the ServiceAccount (TokenRequest API). */

@@ -24,10 +24,10 @@ import {
   chartContainer,
   grantedRules,
   installChart,
+  localArgs,
   type RbacFigures,
   rbacFigures,
   serviceAccountKubeconfig,
-  withoutFlags,
 } from './chart-install.ts';
 import { NodeAgent, type NodeAgentEvent } from './node-agent.ts';
 import {
@@ -323,21 +323,7 @@ export class Sandbox {
       this.paddock = child.child;
       this.paddockExit = child.exit;
     }
-    const deadline = Date.now() + 60_000;
-    while (
-      !(await fetch(`${this.metricsUrl}/readyz`).then(
-        (r) => r.ok,
-        () => false,
-      ))
-    ) {
-      const exited = await Promise.race([
-        this.paddockExit,
-        new Promise((r) => setTimeout(() => r(undefined), 200)),
-      ]);
-      // The control plane's directory goes with the sandbox: quote the log rather than point at it.
-      if (exited !== undefined) throw new Error(`paddock exited with ${exited}:\n${logTail(logFile)}`);
-      if (Date.now() > deadline) throw new Error(`paddock did not become ready:\n${logTail(logFile)}`);
-    }
+    await this.untilPaddockReady(logFile, 60_000, 200);
     log(`[sandbox] paddock running (metrics ${this.metricsUrl}/metrics, log ${logFile})`);
 
     if (this.opts.chaos.github5xxRate > 0) this.scheduleGitHubFaults();
@@ -520,8 +506,7 @@ export class Sandbox {
       file: kubeconfig,
     });
     this.chartUsers.add(user);
-    const localNames = local.filter((a) => a.startsWith('--')).map((a) => a.slice(2));
-    const args = [...withoutFlags(c.args, specs, [...localNames, 'kubeconfig']), ...local];
+    const args = localArgs(c.args, specs, local);
     this.opts.log(`[sandbox] ${c.deployment}: paddock ${args.join(' ')} (as ${user})`);
     return this.spawnPaddock(args, { ...c.env, KUBECONFIG: kubeconfig }, path.join(plane.dataDir, logName));
   }
@@ -688,6 +673,25 @@ export class Sandbox {
     this.rssSamples.push({ at: Date.now(), mib: rss });
   }
 
+  /** Waits for paddock's first 200 on /readyz; its exit or the timeout is an error quoting its log. */
+  private async untilPaddockReady(logFile: string, timeoutMs: number, pollMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (
+      !(await fetch(`${this.metricsUrl}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    ) {
+      const exited = await Promise.race([
+        this.paddockExit,
+        new Promise((r) => setTimeout(() => r(undefined), pollMs)),
+      ]);
+      // The control plane's directory goes with the sandbox: quote the log rather than point at it.
+      if (exited !== undefined) throw new Error(`paddock exited with ${exited}:\n${logTail(logFile)}`);
+      if (Date.now() > deadline) throw new Error(`paddock did not become ready:\n${logTail(logFile)}`);
+    }
+  }
+
   /**
    * Cold start on a live fleet: stops paddock (SIGTERM), starts it again with the same arguments,
    * and measures from the spawn to its first 200 on /readyz (caches synced) and the GitHub requests
@@ -709,18 +713,8 @@ export class Sandbox {
     this.paddock = next.child;
     this.paddockExit = next.exit;
     this.rssSamples.length = 0;
-    for (;;) {
-      const ok = await fetch(`${this.metricsUrl}/readyz`).then(
-        (r) => r.ok,
-        () => false,
-      );
-      if (ok) break;
-      if (next.child.exitCode !== null)
-        throw new Error(`paddock exited with ${next.child.exitCode} on restart`);
-      if (performance.now() - started > 120_000)
-        throw new Error('paddock did not become ready after a restart');
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    // Polled often: the time to ready is the figure.
+    await this.untilPaddockReady(`${spawned.logFile}.restart`, 120_000, 10);
     const readyMs = Math.round(performance.now() - started);
     await new Promise((r) => setTimeout(r, settleMs));
     const entries = this.double.log.slice(logBefore);

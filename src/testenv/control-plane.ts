@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync, rmSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -8,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
+import { runBuildScript } from './build-script.ts';
 import { type ManagedProcess, startManagedProcess } from './processes.ts';
 
 /**
@@ -148,21 +148,7 @@ export async function ensureBinaries(opts: { needControllerManager: boolean; log
   }
   const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const script = path.join(repoRoot, 'hack', 'build-control-plane.sh');
-  const dir = await new Promise<string>((resolve, reject) => {
-    const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      for (const line of d.toString().split('\n')) if (line.trim()) log(line);
-    });
-    child.on('error', reject);
-    child.on('exit', (code) => {
-      if (code === 0) resolve(out.trim().split('\n').pop() ?? '');
-      else reject(new Error(`hack/build-control-plane.sh failed with exit code ${code}`));
-    });
-  });
+  const dir = await runBuildScript(script, log);
   return {
     kubeApiserver: found.kubeApiserver ?? path.join(dir, 'kube-apiserver'),
     etcd: found.etcd ?? path.join(dir, 'etcd'),

@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runBuildScript } from './build-script.ts';
 
 /**
  * The Helm command of the chart tests and `make manifests`: the version pinned in
@@ -49,21 +50,7 @@ export function ensureHelm(opts: { log?: (line: string) => void } = {}): Promise
     const cached = helmCachePath();
     if (existsSync(cached) && (await reportedVersion(cached)) === helmVersion()) return cached;
     const script = path.join(repoRoot, 'hack', 'build-helm.sh');
-    return await new Promise<string>((resolve, reject) => {
-      const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-      });
-      child.stderr.on('data', (d: Buffer) => {
-        for (const line of d.toString().split('\n')) if (line.trim()) log(line);
-      });
-      child.on('error', reject);
-      child.on('exit', (code) => {
-        if (code === 0) resolve(out.trim().split('\n').pop() ?? cached);
-        else reject(new Error(`hack/build-helm.sh failed with exit code ${code}`));
-      });
-    });
+    return (await runBuildScript(script, log)) || cached;
   })();
   pending.catch(() => {
     pending = undefined;
