@@ -64,7 +64,11 @@ function assertChart(summary: SandboxSummary): ChartFigures {
     `requests refused by the chart's RBAC:\n${chart.rbac.forbiddenExamples.join('\n')}`,
   );
   assert.ok(chart.rbac.granted.length > 10, `granted: ${chart.rbac.granted.join(', ')}`);
-  assert.equal(chart.uninstall.finalizersLeft, 0, 'the drain left no paddock finalizer');
+  assert.equal(
+    chart.uninstall.finalizersLeft,
+    0,
+    `the drain left no paddock finalizer; left:\n${chart.uninstall.left.join('\n')}`,
+  );
   assert.deepEqual(
     chart.uninstall.webhookConfigurationsLeft,
     [],

@@ -121,6 +121,8 @@ export interface ChartFigures {
     drainSeconds: number;
     /** Pods and Runners still carrying a paddock finalizer after the drain (must be 0). */
     finalizersLeft: number;
+    /** What was left when the drain gave up: `kind/name phase deleting finalizers`, for a failure message. */
+    left: string[];
     exitCodes: Record<string, number | null>;
     /** paddock's webhook configurations still present 60 s after `helm uninstall` (must be 0). */
     webhookConfigurationsLeft: string[];
@@ -538,7 +540,11 @@ export class Sandbox {
       (o.metadata.finalizers ?? []).some((f) => f.includes('actions.summerwind.dev'));
     let left: KubeObject[] = [];
     for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {
-      left = [...(await list(PODS)), ...(await list(RUNNERS))];
+      // List items carry no kind: name it, for the report.
+      left = [
+        ...(await list(PODS)).map((o) => ({ ...o, kind: 'Pod' })),
+        ...(await list(RUNNERS)).map((o) => ({ ...o, kind: 'Runner' })),
+      ];
       if (left.length === 0) break;
       await new Promise((r) => setTimeout(r, 500));
     }
@@ -581,6 +587,12 @@ export class Sandbox {
       uninstall: {
         drainSeconds,
         finalizersLeft: left.filter(paddockFinalizer).length,
+        left: left.map(
+          (o) =>
+            `${o.kind}/${o.metadata.name} ${
+              (o as { status?: { phase?: string } }).status?.phase ?? ''
+            } ${o.metadata.deletionTimestamp ? `deleting since ${o.metadata.deletionTimestamp}` : 'not deleting'} [${(o.metadata.finalizers ?? []).join(',')}]`,
+        ),
         exitCodes,
         webhookConfigurationsLeft: remaining,
       },
