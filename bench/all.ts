@@ -6,7 +6,7 @@
  *   node bench/all.ts [--only startup,cold-start,fleet,runtime,github,autoscale] [--profile]
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -42,7 +42,17 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => pr
 const out = path.join(root, 'out', 'bench');
 mkdirSync(out, { recursive: true });
 const results = path.join(out, 'results.jsonl');
-writeFileSync(results, '');
+// A partial run (--only) keeps the other benchmarks' last lines, so the table stays whole.
+const kept = existsSync(results)
+  ? readFileSync(results, 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .filter((l) => {
+        const suite = (JSON.parse(l) as { suite?: unknown }).suite;
+        return typeof suite === 'string' && !only.has(suite);
+      })
+  : [];
+writeFileSync(results, kept.map((l) => `${l}\n`).join(''));
 let failed = 0;
 for (const [name, args] of BENCHES) {
   if (!only.has(name)) continue;
@@ -56,7 +66,9 @@ for (const [name, args] of BENCHES) {
       rest = lines.pop() ?? '';
       for (const line of lines) {
         process.stdout.write(`${line}\n`);
-        if (line.startsWith('{')) appendFileSync(results, `${line}\n`);
+        if (line.startsWith('{')) {
+          appendFileSync(results, `${JSON.stringify({ suite: name, ...(JSON.parse(line) as object) })}\n`);
+        }
       }
     });
     child.on('exit', (c) => resolve(c ?? 1));

@@ -37,6 +37,18 @@ const num = (key: string) => (l: Line) => (typeof l[key] === 'number' ? (l[key] 
 /** Issue 14's targets; the GitHub spend limits are the bench lines' figures before it. */
 export const FIGURES: Figure[] = [
   {
+    name: 'controller RSS, idle, no runners',
+    from: (l) => l.bench === 'startup',
+    value: num('idleRssMiB'),
+    unit: 'MiB',
+  },
+  {
+    name: 'floor: bare Node.js 24 with an HTTPS client and an HTTP server, no paddock code',
+    from: (l) => l.bench === 'startup',
+    value: num('nodeFloorRssMiB'),
+    unit: 'MiB',
+  },
+  {
     name: 'controller RSS, steady, 100 runners (RunnerDeployment)',
     from: isFleet('RunnerDeployment', 100),
     value: num('controllerRssSteadyMiB'),

@@ -5,6 +5,10 @@
  * from /proc `--settle` seconds after that, with no objects to manage. Each figure is the median of
  * `--runs` starts (default 3). The binary runs the compiled dist/ when it exists, else the sources.
  *
+ * Also the floor under any Node.js controller here: a bare `node` process that only keeps an HTTPS
+ * connection to the API server busy and serves HTTP (no paddock code, no npm module), measured the
+ * same way. paddock's memory above that floor is what its own code and dependencies cost.
+ *
  *   node bench/startup.ts [--json] [--runs N] [--settle SECONDS] [--bin path/to/paddock.js] [--node-flags "..."]
  */
 import { readFile } from 'node:fs/promises';
@@ -92,13 +96,49 @@ async function once(kubeconfig: string, github: { url: string; token: string }, 
     }
     const readyMs = performance.now() - started;
     await sleep(settleMs);
+    const rollup = await readFile(`/proc/${paddock.pid}/smaps_rollup`, 'utf8');
+    const anonKiB = Number(/^Anonymous:\s+(\d+) kB/m.exec(rollup)?.[1] ?? NaN);
     return {
       readyMs,
+      anonKiB,
       rssKiB: await statusKiB(paddock.pid, 'VmRSS'),
       hwmKiB: await statusKiB(paddock.pid, 'VmHWM'),
     };
   } finally {
     await paddock.stop();
+  }
+}
+
+/** What `node` itself needs to talk HTTPS to the API server and serve HTTP, in its resident set. */
+const FLOOR_SCRIPT = `
+import https from 'node:https';
+import http from 'node:http';
+const server = http.createServer((q, r) => r.end('ok')).listen(0, '127.0.0.1');
+const agent = new https.Agent({ keepAlive: true });
+const poll = () => https.get(new URL('/readyz', process.env.SERVER), { agent, rejectUnauthorized: false }, (r) => {
+  let body = '';
+  r.on('data', (d) => { body += d; });
+  r.on('end', () => { JSON.stringify({ body, status: r.statusCode }); });
+}).on('error', () => {});
+poll();
+setInterval(poll, 200);
+server.on('listening', () => http.get('http://127.0.0.1:' + server.address().port, (r) => r.resume()));
+`;
+
+async function floor(server: string, logFile: string) {
+  const child = startManagedProcess({
+    name: 'node-floor',
+    command: process.execPath,
+    args: ['--input-type=module', '-e', FLOOR_SCRIPT],
+    logFile,
+    env: { PATH: process.env.PATH, SERVER: server },
+  });
+  try {
+    await sleep(settleMs);
+    if (!child.running()) throw new Error(`the floor process exited: ${await readFile(logFile, 'utf8')}`);
+    return await statusKiB(child.pid, 'VmRSS');
+  } finally {
+    await child.stop();
   }
 }
 
@@ -116,15 +156,21 @@ try {
   for (let i = 0; i < runs; i++) {
     const r = await once(plane.kubeconfigPath, github, path.join(plane.dataDir, `paddock-${i}.log`));
     say(
-      `run ${i + 1}: ready in ${Math.round(r.readyMs)} ms, VmRSS ${mib(r.rssKiB)} MiB, VmHWM ${mib(r.hwmKiB)} MiB`,
+      `run ${i + 1}: ready in ${Math.round(r.readyMs)} ms, VmRSS ${mib(r.rssKiB)} MiB (anonymous ${mib(r.anonKiB)}), VmHWM ${mib(r.hwmKiB)} MiB`,
     );
     results.push(r);
   }
+  const floorKiB = await floor(plane.server, path.join(plane.dataDir, 'floor.log'));
+  say(`floor (bare node: HTTPS client and HTTP server): VmRSS ${mib(floorKiB)} MiB`);
   const result = {
+    bench: 'startup',
     runs,
     startToReadyMs: Math.round(median(results.map((r) => r.readyMs))),
     idleRssMiB: mib(median(results.map((r) => r.rssKiB))),
+    // The rest of the resident set is file-backed: mostly the node binary's own pages.
+    idleAnonymousMiB: mib(median(results.map((r) => r.anonKiB))),
     peakRssMiB: mib(median(results.map((r) => r.hwmKiB))),
+    nodeFloorRssMiB: mib(floorKiB),
   };
   if (values.json) process.stdout.write(`${JSON.stringify(result)}\n`);
   else console.table(result);
