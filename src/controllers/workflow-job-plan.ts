@@ -15,6 +15,14 @@ import {
  * GitHub retries nothing on 200, and nothing is wrong with the delivery.
  */
 
+/**
+ * The repository's `owner/name` becomes part of a reservation name in the HRA's spec: held to
+ * GitHub's own limits (100 and 39 characters; 100 for both here), a delivery cannot make a
+ * reservation the API server refuses to store, which the writer would retry for good, holding up
+ * every later delivery for that HRA.
+ */
+const GITHUB_NAME_MAX = 100;
+
 const workflowJobPayload = z.object({
   action: z.string(),
   workflow_job: z.object({
@@ -24,8 +32,8 @@ const workflowJobPayload = z.object({
     runner_id: z.number().nullish(),
   }),
   repository: z.object({
-    name: z.string().min(1),
-    owner: z.object({ login: z.string().min(1), type: z.string().optional() }),
+    name: z.string().min(1).max(GITHUB_NAME_MAX),
+    owner: z.object({ login: z.string().min(1).max(GITHUB_NAME_MAX), type: z.string().optional() }),
   }),
   enterprise: z.object({ slug: z.string() }).nullish(),
 });

@@ -50,7 +50,27 @@ export interface FramedAnswer {
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+/**
+ * Deeper JSON is refused before any handler sees it: their recursive walks (JSON.stringify,
+ * structuredClone, the JSON patch diff) overflow the stack a few thousand levels down, and no pod or
+ * runner object the API server sends comes near this.
+ */
+export const MAX_JSON_DEPTH = 500;
 export const DEFAULT_HANDLER_TIMEOUT_MS = 9_500;
+
+/**
+ * Messages echo what a request carried (names, owner references, env values); past this length
+ * only their start and end are kept, so a forged request never gets megabytes back and no Event
+ * about a refused creation quotes them.
+ */
+export const MAX_MESSAGE_CHARS = 4096;
+
+function bounded(message: string): string {
+  if (message.length <= MAX_MESSAGE_CHARS) return message;
+  const head = message.slice(0, 3072);
+  const tail = message.slice(-960);
+  return `${head}…(${message.length - head.length - tail.length} characters cut)…${tail}`;
+}
 
 /** Builds the AdmissionReview answering `uid` with `result`. */
 export function admissionReviewFor(uid: string, result: AdmissionResult): AdmissionReviewResponse {
@@ -59,7 +79,7 @@ export function admissionReviewFor(uid: string, result: AdmissionResult): Admiss
     response.status = {
       status: 'Failure',
       code: result.status.code,
-      message: result.status.message,
+      message: bounded(result.status.message),
       ...(result.status.reason ? { reason: result.status.reason } : {}),
     };
   }
@@ -70,6 +90,15 @@ export function admissionReviewFor(uid: string, result: AdmissionResult): Admiss
   if (result.warnings && result.warnings.length > 0) response.warnings = result.warnings;
   return { apiVersion: ADMISSION_API_VERSION, kind: 'AdmissionReview', response };
 }
+
+const REQUEST_FIELD_TYPES = [
+  ['namespace', 'string'],
+  ['name', 'string'],
+  ['operation', 'string'],
+  ['dryRun', 'boolean'],
+  ['kind', 'object'],
+  ['resource', 'object'],
+] as const;
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -92,17 +121,35 @@ export async function reviewAdmission(
   }
   if (!isObject(review))
     return { status: 400, body: { message: 'malformed AdmissionReview: not an object' } };
+  if (nestedDeeperThan(body, MAX_JSON_DEPTH)) {
+    return {
+      status: 400,
+      body: { message: `malformed AdmissionReview: nested deeper than ${MAX_JSON_DEPTH} levels` },
+    };
+  }
   if (review.apiVersion !== ADMISSION_API_VERSION || review.kind !== 'AdmissionReview') {
     return {
       status: 400,
       body: {
-        message: `malformed AdmissionReview: expected apiVersion ${ADMISSION_API_VERSION} kind AdmissionReview, got ${String(review.apiVersion)} ${String(review.kind)}`,
+        message: bounded(
+          `malformed AdmissionReview: expected apiVersion ${ADMISSION_API_VERSION} kind AdmissionReview, got ${String(review.apiVersion)} ${String(review.kind)}`,
+        ),
       },
     };
   }
   const request = review.request;
   if (!isObject(request) || typeof request.uid !== 'string' || request.uid === '') {
     return { status: 400, body: { message: 'malformed AdmissionReview: request.uid is missing' } };
+  }
+  // The handlers rely on the types AdmissionRequest declares (the API server omits what is unset).
+  for (const [field, type] of REQUEST_FIELD_TYPES) {
+    const v = request[field];
+    if (v !== undefined && (type === 'object' ? !isObject(v) : typeof v !== type)) {
+      return {
+        status: 400,
+        body: { message: `malformed AdmissionReview: request.${field} is not a ${type}` },
+      };
+    }
   }
   const uid = request.uid;
   const timeoutMs = options.timeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
@@ -142,6 +189,24 @@ export async function reviewAdmission(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Whether the JSON text `text` opens more than `max` arrays and objects inside each other. */
+function nestedDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      // A backslash escapes the next character; a quote ends the string.
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
 }
 
 function describeRequest(request: Record<string, unknown>): string {
@@ -330,23 +395,21 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-/** The body as text, or undefined once it grows past `max` (reading stops there). */
+/**
+ * The body as text, or undefined when it grows past `max`. Past `max` the rest is read and dropped,
+ * not kept, so the 413 reaches a sender still streaming (closing on unread data resets the
+ * connection before it can read the answer); the server's requestTimeout bounds a slow one.
+ */
 function readBody(req: IncomingMessage, max: number): Promise<string | undefined> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const onData = (chunk: Buffer) => {
+    req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > max) {
-        req.off('data', onData);
-        req.pause();
-        resolve(undefined);
-        return;
-      }
-      chunks.push(chunk);
-    };
-    req.on('data', onData);
-    req.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      if (size > max) chunks.length = 0;
+      else chunks.push(chunk);
+    });
+    req.once('end', () => resolve(size > max ? undefined : Buffer.concat(chunks).toString('utf8')));
     req.once('error', reject);
   });
 }
