@@ -10,6 +10,7 @@ import {
   type RunnerPage,
   type RunnerPageLister,
   RunnerRegistry,
+  releaseDelayMs,
 } from './registry.ts';
 import type { GitHubScope } from './scope.ts';
 import { NO_TIMEOUT_MS, realSleep, SteppingClock, silentLogger, until } from './test-support.ts';
@@ -409,6 +410,46 @@ describe('RunnerRegistry logic', () => {
     const second = await registry.fresherThan(org, clock.now() - 1000);
     assert.equal(lister.calls, 2, 'older than asked: listed again');
     assert.ok(second.fetchedAt >= clock.now() - 1000);
+  });
+
+  test('a scope its last user forgot keeps a fresh snapshot: the next user lists nothing until it expires', async () => {
+    const lister = new ScriptedLister(() => ({
+      runners: [runner(1)],
+      totalCount: 1,
+      hasNext: false,
+      maxAgeMs: 60_000,
+      notModified: false,
+    }));
+    const clock = new SteppingClock();
+    const registry = new RunnerRegistry({ lister, clock, logger: silentLogger() });
+    // What RegistryInterest does as the last pod of a scope goes and the next one arrives.
+    let stop = registry.keepFresh(org);
+    await clock.advance(0);
+    await until(() => registry.refreshes === 1, 'first refresh');
+    stop();
+    registry.forget(org);
+    await clock.advance(30_000);
+    stop = registry.keepFresh(org);
+    await clock.advance(0);
+    await realSleep(10);
+    assert.equal((await registry.get(org)).byId(1)?.name, 'r-1');
+    assert.equal(lister.calls, 1, 'the snapshot of 30 s ago is served, not listed again');
+    await clock.advance(30_000);
+    await until(() => registry.refreshes === 2, 'the keeper lists at max-age as before');
+    stop();
+    registry.forget(org);
+    await clock.advance(59_000);
+    assert.ok(registry.peek(org), 'held while fresh');
+    await clock.advance(1000);
+    assert.equal(registry.peek(org), undefined, 'dropped once stale');
+    assert.equal(lister.calls, 2);
+  });
+
+  test('releaseDelayMs: a forgotten scope is held until its snapshot expires', () => {
+    assert.equal(releaseDelayMs(undefined, false, 1000), 0, 'nothing to keep');
+    assert.equal(releaseDelayMs({ fetchedAt: 0, maxAgeMs: 60_000 }, false, 45_000), 15_000);
+    assert.equal(releaseDelayMs({ fetchedAt: 0, maxAgeMs: 60_000 }, false, 90_000), 0, 'stale');
+    assert.ok(releaseDelayMs(undefined, true, 0) > 0, 'a listing in flight is waited for');
   });
 
   test('our removal during an in-flight listing is not undone by that listing', async () => {

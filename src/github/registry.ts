@@ -162,6 +162,8 @@ interface ScopeState {
   edits: LocalEdit[];
   keepers: number;
   timer: Timer | undefined;
+  /** Once no resource uses the scope: drops its state when its snapshot expires. */
+  release: Timer | undefined;
 }
 
 export interface RunnerRegistryOptions {
@@ -236,6 +238,7 @@ export class RunnerRegistry {
         edits: [],
         keepers: 0,
         timer: undefined,
+        release: undefined,
       };
       this.states.set(key, s);
     }
@@ -322,7 +325,12 @@ export class RunnerRegistry {
   keepFresh(scope: GitHubScope): () => void {
     const s = this.state(scope);
     s.keepers++;
-    if (s.keepers === 1) this.scheduleKeeper(s, 0);
+    if (s.keepers === 1) {
+      s.release?.cancel();
+      s.release = undefined;
+      // A snapshot still fresh is served, not listed again: the keeper lists when it expires.
+      this.scheduleKeeper(s, 0);
+    }
     let stopped = false;
     return () => {
       if (stopped) return;
@@ -384,16 +392,41 @@ export class RunnerRegistry {
     this.emit([{ type: 'appeared', scope: s.key, runner, initialLoad: false }]);
   }
 
-  /** Drops a scope's state (no resource uses it any more). */
+  /**
+   * No resource uses the scope any more: its state goes once its snapshot expires (at once without
+   * a fresh one). Runner pods come and go by the hundred, and the last of a scope to go is often
+   * followed within seconds by the next to ask: dropping a fresh snapshot had that one list every
+   * page again, as often as reconcile timing (GC pauses) happened to empty the scope.
+   */
   forget(scope: GitHubScope): void {
     const s = this.states.get(scopeKey(scope));
-    s?.timer?.cancel();
-    this.states.delete(scopeKey(scope));
+    if (!s || s.keepers > 0) return;
+    s.timer?.cancel();
+    s.timer = undefined;
+    this.releaseWhenUnused(s);
+  }
+
+  private releaseWhenUnused(s: ScopeState): void {
+    s.release?.cancel();
+    s.release = undefined;
+    const busy = s.inflight !== undefined || s.followUp !== undefined;
+    const delayMs = releaseDelayMs(s.snapshot, busy, this.clock.now());
+    if (delayMs === 0) {
+      if (this.states.get(s.key) === s) this.states.delete(s.key);
+      return;
+    }
+    s.release = this.clock.setTimer(delayMs, () => {
+      s.release = undefined;
+      if (s.keepers === 0) this.releaseWhenUnused(s);
+    });
   }
 
   /** Stops keepers and metrics. */
   close(): void {
-    for (const s of this.states.values()) s.timer?.cancel();
+    for (const s of this.states.values()) {
+      s.timer?.cancel();
+      s.release?.cancel();
+    }
     this.states.clear();
     this.untrack?.();
   }
@@ -524,6 +557,21 @@ export class RunnerRegistry {
       }
     }
   }
+}
+
+/**
+ * How long to hold a scope no resource uses before dropping it (0: now): until its snapshot
+ * expires, so a caller that comes back meanwhile is served without a listing. A listing in flight
+ * is waited for (it leaves a fresh snapshot).
+ */
+export function releaseDelayMs(
+  snapshot: Pick<RunnerSnapshot, 'fetchedAt' | 'maxAgeMs'> | undefined,
+  listing: boolean,
+  now: number,
+): number {
+  if (listing) return 1000;
+  if (!snapshot) return 0;
+  return Math.max(0, snapshot.fetchedAt + snapshot.maxAgeMs - now);
 }
 
 function errorMessage(err: unknown): string {
