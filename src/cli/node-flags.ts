@@ -1,9 +1,12 @@
 /**
  * Node/V8 flags paddock's process runs with: the image's entry point, and the sandbox and benches
- * (so they measure what ships). None for now. A smaller young generation was measured
- * (`node bench/fleet.ts --node-flags=--max-semi-space-size=N`): 2 MiB saves ~20 MiB of RSS at 100
- * runners and 8 MiB ~14 MiB, but both made paddock list runners 2–6 times as often (GitHub spend up
- * from 0.6 to 1.2–1.9 requests per runner-hour), a trade the spend targets do not allow; why GC
- * timing changes the listing rate is not understood yet.
+ * (so they measure what ships).
+ *
+ * `--max-semi-space-size=2` (MiB): V8 otherwise grows the young generation to 16 MiB per semi-space
+ * under paddock's allocation pattern (informer events, listings), and keeps it. Capped, a RunnerDeployment
+ * of 100 runners ran at 117–119 MiB steady instead of 145 MiB, with the same GitHub spend (0.6 requests
+ * per runner-hour) and replacement latency (`node bench/fleet.ts --node-flags=…`); 1 MiB saved no more.
+ * An earlier trial of the cap had raised runner listings 2–6×: the cause was the runner registry
+ * dropping a scope's fresh snapshot whenever reconcile timing briefly emptied it (fixed), not the GC.
  */
-export const PADDOCK_NODE_FLAGS: readonly string[] = [];
+export const PADDOCK_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
