@@ -189,6 +189,84 @@ describe('control plane harness', () => {
     assert.deepEqual(pids.filter(processAlive), []);
   });
 
+  test('restarts: etcd and kube-apiserver serve again; a failed restart says why and leaves nothing behind', async () => {
+    const plane = await startControlPlane({ controllerManager: false, log: () => undefined });
+    const seen = new Set(plane.pids());
+    const note = () => {
+      for (const p of plane.pids()) seen.add(p);
+    };
+    try {
+      const core = plane.kubeConfig.makeApiClient(CoreV1Api);
+      await core.createNamespacedConfigMap({
+        namespace: 'default',
+        body: { metadata: { name: 'survives' }, data: { a: 'b' } },
+      });
+      const read = async () =>
+        (await core.readNamespacedConfigMap({ name: 'survives', namespace: 'default' })).data?.a;
+
+      // Same ports and data: kube-apiserver reconnects to the new etcd and the data is still there.
+      await plane.restartEtcd({ kill: true });
+      note();
+      assert.equal(await read(), 'b');
+      await plane.restartApiServer();
+      note();
+      assert.equal(await read(), 'b');
+      assert.equal(plane.pids().length, 2);
+
+      // A start that fails quotes this start's log lines (not the previous run's) and leaves the
+      // component stopped; etcd alone stays.
+      const etcdOnly = plane.pids()[0];
+      await assert.rejects(plane.restartApiServer({ extraArgs: ['--no-such-flag'] }), (e: Error) => {
+        assert.match(
+          e.message,
+          /^kube-apiserver exited \(1\) before it was ready; last lines of \S+kube-apiserver\.log:\n/,
+        );
+        assert.match(e.message, /unknown flag: --no-such-flag/);
+        assert.doesNotMatch(e.message, /Shutting down/, 'only the failed start’s lines');
+        return true;
+      });
+      note();
+      assert.deepEqual(plane.pids(), [etcdOnly]);
+      // A start that is not ready in time is stopped, and says so with its log.
+      await assert.rejects(
+        plane.restartEtcd({ timeoutMs: 1 }),
+        /^Error: etcd not ready after 1 ms; last lines of /,
+      );
+      note();
+      assert.deepEqual(plane.pids(), []);
+      // Another restart brings each back.
+      await plane.restartEtcd();
+      await plane.restartApiServer();
+      note();
+      assert.equal(await read(), 'b');
+
+      // stop() in the middle of a restart: the half-started process goes too, and the restart fails.
+      const running = new Set(plane.pids());
+      const restart = plane.restartApiServer().then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      await eventually(
+        'the new kube-apiserver spawned',
+        async () => plane.pids().some((p) => !running.has(p)),
+        30_000,
+        5,
+      );
+      note();
+      await plane.stop();
+      const outcome = await restart;
+      assert.match(
+        String(outcome),
+        /^Error: kube-apiserver: the control plane was stopped while waiting for it$/,
+      );
+    } finally {
+      note();
+      await plane.stop();
+    }
+    assert.ok(seen.size >= 7, `processes seen: ${[...seen].join(', ')}`);
+    assert.deepEqual([...seen].filter(processAlive), []);
+  });
+
   test('a killed test process leaves no control-plane process behind', async () => {
     const child = spawn(process.execPath, [path.join(here, 'support/start-and-wait.ts')], {
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -1,5 +1,5 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, rmSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import net from 'node:net';
@@ -89,10 +89,37 @@ export interface ControlPlane {
   compactEtcd(): Promise<number>;
   /** Process IDs of the running components (for leak checks). */
   pids(): number[];
-  /** Stops and restarts kube-apiserver on the same port, keeping etcd (for reconnect tests). */
-  restartApiServer(): Promise<void>;
+  /**
+   * Stops kube-apiserver and starts it again on the same port with the same certificates, keeping
+   * etcd (for reconnect tests); resolves once it answers /readyz again. On failure (it exits, or is
+   * not ready within the time limit) it rejects quoting the end of its log, and kube-apiserver is
+   * left stopped: another restart may bring it back, and stop() ends everything either way.
+   */
+  restartApiServer(opts?: RestartOptions): Promise<void>;
+  /**
+   * Stops etcd and starts it again on the same ports and data directory while kube-apiserver keeps
+   * running; resolves once etcd answers /health and kube-apiserver, reconnected, answers /readyz.
+   * Failures are reported as for restartApiServer (a failed etcd start leaves etcd stopped).
+   */
+  restartEtcd(opts?: RestartOptions): Promise<void>;
+  /** Stops every component, also after a failed or unfinished restart; safe to call again. */
   stop(): Promise<void>;
 }
+
+export interface RestartOptions {
+  /** Limit from the spawn to serving again (default: the plane's `startTimeoutMs`). */
+  timeoutMs?: number;
+  /** kill -9 the component (a crash) instead of SIGTERM (a clean shutdown). */
+  kill?: boolean;
+  /** Extra flags for this start only (e.g. a bad one, to see a failing restart). */
+  extraArgs?: string[];
+  /** Keep the component stopped this long before starting it again: an outage, not just a restart. */
+  downMs?: number;
+}
+
+type Component = 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
+/** Stop order: clients before what they talk to. */
+const STOP_ORDER: readonly Component[] = ['kube-controller-manager', 'kube-apiserver', 'etcd'];
 
 export function defaultCacheDir(): string {
   const base = process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
@@ -208,29 +235,64 @@ async function httpGetStatus(url: string): Promise<number> {
   }
 }
 
-async function waitFor(
-  what: string,
-  proc: ManagedProcess,
-  logFile: string,
-  timeoutMs: number,
-  check: () => Promise<boolean>,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (!proc.running()) {
-      throw new Error(`${what} exited during start-up; last log lines:\n${await tail(logFile)}`);
-    }
-    if (await check().catch(() => false)) return;
-    await sleep(100);
-  }
-  throw new Error(`${what} not ready after ${timeoutMs} ms; last log lines:\n${await tail(logFile)}`);
+interface WaitOptions {
+  what: string;
+  proc: ManagedProcess;
+  logFile: string;
+  /** Where this start's lines begin in `logFile` (restarts append to the same file). */
+  logFrom: number;
+  timeoutMs: number;
+  check: () => Promise<boolean>;
+  /** Why to give up at once, if there is a reason (e.g. the plane is being stopped). */
+  cancelled?: () => string | undefined;
 }
 
-async function tail(file: string, lines = 30): Promise<string> {
+async function waitFor(o: WaitOptions): Promise<void> {
+  const deadline = Date.now() + o.timeoutMs;
+  const logTail = async () => `last lines of ${o.logFile}:\n${await tail(o.logFile, o.logFrom)}`;
+  while (Date.now() < deadline) {
+    const why = o.cancelled?.();
+    if (why) throw new Error(`${o.what}: ${why}`);
+    if (!o.proc.running()) {
+      throw new Error(`${o.what} exited (${await o.proc.exited}) before it was ready; ${await logTail()}`);
+    }
+    if (await o.check().catch(() => false)) return;
+    await sleep(100);
+  }
+  throw new Error(`${o.what} not ready after ${o.timeoutMs} ms; ${await logTail()}`);
+}
+
+/** SIGKILL to the process group (a crash), then waits for the exit. */
+async function killNow(p: ManagedProcess): Promise<void> {
+  if (!p.running()) return;
+  for (const target of [-p.pid, p.pid]) {
+    try {
+      process.kill(target, 'SIGKILL');
+      break;
+    } catch {
+      // No such group (or already gone): try the process itself.
+    }
+  }
+  // The child is unref'd: without a timer of ours the event loop could end while we wait.
+  const keepAlive = setInterval(() => undefined, 1000);
+  await p.exited.finally(() => clearInterval(keepAlive));
+}
+
+/** The last lines of a log from byte `from` on. */
+async function tail(file: string, from = 0, lines = 30): Promise<string> {
   try {
-    return (await readFile(file, 'utf8')).trimEnd().split('\n').slice(-lines).join('\n');
+    const text = (await readFile(file)).subarray(from).toString('utf8').trimEnd();
+    return text === '' ? '(nothing logged)' : text.split('\n').slice(-lines).join('\n');
   } catch {
     return '(no log)';
+  }
+}
+
+function sizeOf(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
   }
 }
 
@@ -257,6 +319,13 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   const bins = await ensureBinaries({ needControllerManager: withKcm, log });
   if (withKcm && !bins.kubeControllerManager) throw new Error('kube-controller-manager binary not available');
 
+  const commandOf = (component: Component): string =>
+    component === 'etcd'
+      ? bins.etcd
+      : component === 'kube-apiserver'
+        ? bins.kubeApiserver
+        : (bins.kubeControllerManager ?? '');
+
   const dir = await mkdtemp(path.join(os.tmpdir(), 'paddock-cp-'));
   const pki = path.join(dir, 'pki');
   await mkdir(pki, { recursive: true });
@@ -278,13 +347,70 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     },
   );
 
-  const procs: ManagedProcess[] = [];
+  /** The current process of each component, and every process ever started (restarts included). */
+  const current = new Map<Component, ManagedProcess>();
+  const everStarted: ManagedProcess[] = [];
+  /** Where each process's lines begin in its component's log. */
+  const logFrom = new Map<ManagedProcess, number>();
+  let stopping = false;
   // If nobody calls stop(), the processes die with us (processes.ts) and the data goes too.
   const removeDataOnExit = () => rmSync(dir, { recursive: true, force: true });
   process.once('exit', removeDataOnExit);
+  const stoppedWhileWaiting = () =>
+    stopping ? 'the control plane was stopped while waiting for it' : undefined;
+  /** Starts a component's process, unless the plane is stopping (then nothing may be left behind). */
+  const spawnComponent = (component: Component, args: string[], logFile: string): ManagedProcess => {
+    if (stopping) throw new Error(`the control plane is stopping: ${component} not started`);
+    const from = sizeOf(logFile);
+    const p = startManagedProcess({ name: component, command: commandOf(component), logFile, args });
+    everStarted.push(p);
+    logFrom.set(p, from);
+    current.set(component, p);
+    return p;
+  };
+  /** Waits until `p` serves; if it does not, stops it before rethrowing. */
+  const untilServing = async (
+    component: Component,
+    p: ManagedProcess,
+    logFile: string,
+    timeoutMs: number,
+    check: () => Promise<boolean>,
+  ): Promise<void> => {
+    try {
+      await waitFor({
+        what: component,
+        proc: p,
+        logFile,
+        logFrom: logFrom.get(p) ?? 0,
+        timeoutMs,
+        check,
+        cancelled: stoppedWhileWaiting,
+      });
+    } catch (err) {
+      await p.stop();
+      if (current.get(component) === p) current.delete(component);
+      throw err;
+    }
+  };
+  const stopComponent = async (component: Component, kill = false): Promise<void> => {
+    const p = current.get(component);
+    if (!p) return;
+    await (kill ? killNow(p) : p.stop());
+    current.delete(component);
+  };
   const stopAll = async () => {
-    for (const p of [...procs].reverse()) await p.stop();
+    stopping = true;
+    for (const component of STOP_ORDER) await stopComponent(component);
+    // Whatever a restart started and lost track of.
+    for (const p of everStarted) await p.stop();
     process.off('exit', removeDataOnExit);
+  };
+  /** One restart at a time: a second waits for the first. */
+  let restarts: Promise<unknown> = Promise.resolve();
+  const exclusive = (fn: () => Promise<void>): Promise<void> => {
+    const run = restarts.then(fn, fn);
+    restarts = run.catch(() => undefined);
+    return run;
   };
 
   const auditLogPath = options.auditServiceAccounts ? path.join(dir, 'audit.log') : undefined;
@@ -301,12 +427,11 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   }
 
   const etcdLog = path.join(dir, 'etcd.log');
-  const startEtcd = async () => {
-    const etcd = startManagedProcess({
-      name: 'etcd',
-      command: bins.etcd,
-      logFile: etcdLog,
-      args: [
+  const etcdHealthy = async () => (await httpGetStatus(`http://127.0.0.1:${etcdPort}/health`)) === 200;
+  const startEtcd = async (timeoutMs = timeout, extraArgs: string[] = []) => {
+    const etcd = spawnComponent(
+      'etcd',
+      [
         '--name=default',
         `--data-dir=${path.join(dir, 'etcd')}`,
         `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
@@ -317,23 +442,20 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
         '--listen-metrics-urls=',
         '--unsafe-no-fsync=true',
         '--log-level=warn',
+        ...extraArgs,
       ],
-    });
-    procs.push(etcd);
-    await waitFor('etcd', etcd, etcdLog, timeout, async () => {
-      return (await httpGetStatus(`http://127.0.0.1:${etcdPort}/health`)) === 200;
-    });
-    return etcd;
+      etcdLog,
+    );
+    await untilServing('etcd', etcd, etcdLog, timeoutMs, etcdHealthy);
   };
 
   const apiLog = path.join(dir, 'kube-apiserver.log');
   const server = `https://127.0.0.1:${apiPort}`;
-  const startApiServer = async () => {
-    const api = startManagedProcess({
-      name: 'kube-apiserver',
-      command: bins.kubeApiserver,
-      logFile: apiLog,
-      args: [
+  const apiReady = async () => (await httpsGet(`${server}/readyz`, adminToken)).status === 200;
+  const startApiServer = async (timeoutMs = timeout, extraArgs: string[] = []) => {
+    const api = spawnComponent(
+      'kube-apiserver',
+      [
         `--etcd-servers=http://127.0.0.1:${etcdPort}`,
         '--bind-address=127.0.0.1',
         `--secure-port=${apiPort}`,
@@ -348,23 +470,24 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
         '--disable-admission-plugins=ServiceAccount',
         '--allow-privileged=true',
         '--endpoint-reconciler-type=none',
+        // Without it, SIGTERM leaves open watches (HTTP/1.1, as paddock's) running until the HTTP
+        // server's 60 s shutdown timeout: a restart would wait for SIGKILL. With it, they are ended
+        // cleanly and the API server is gone in about a second.
+        '--shutdown-watch-termination-grace-period=2s',
         '--v=1',
         ...auditArgs,
         ...(options.apiServerArgs ?? []),
+        ...extraArgs,
       ],
-    });
-    procs.push(api);
-    await waitFor('kube-apiserver', api, apiLog, timeout, async () => {
-      const r = await httpsGet(`${server}/readyz`, adminToken);
-      return r.status === 200;
-    });
-    return api;
+      apiLog,
+    );
+    await untilServing('kube-apiserver', api, apiLog, timeoutMs, apiReady);
   };
 
   try {
     const started = Date.now();
     await startEtcd();
-    let api = await startApiServer();
+    await startApiServer();
     const caPath = path.join(pki, 'apiserver.crt');
     const ca = await readFile(caPath);
     const deadline = Date.now() + 10_000;
@@ -395,11 +518,9 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
 
     if (withKcm && bins.kubeControllerManager) {
       const kcmLog = path.join(dir, 'kube-controller-manager.log');
-      const kcm = startManagedProcess({
-        name: 'kube-controller-manager',
-        command: bins.kubeControllerManager,
-        logFile: kcmLog,
-        args: [
+      const kcm = spawnComponent(
+        'kube-controller-manager',
+        [
           `--kubeconfig=${kubeconfigPath}`,
           '--leader-elect=false',
           '--secure-port=0',
@@ -415,10 +536,10 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
           // The volume binder's decisions, for tests that diagnose volume retention.
           '--vmodule=pv_controller*=4',
         ],
-      });
-      procs.push(kcm);
+        kcmLog,
+      );
       // The serviceaccount controller creating `default/default` means KCM is up and syncing.
-      await waitFor('kube-controller-manager', kcm, kcmLog, timeout, async () => {
+      await untilServing('kube-controller-manager', kcm, kcmLog, timeout, async () => {
         const r = await httpsGet(
           `${server}/api/v1/namespaces/default/serviceaccounts/default`,
           adminToken,
@@ -442,7 +563,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       dataDir: dir,
       controllerManager: withKcm,
       ...(auditLogPath ? { auditLogPath } : {}),
-      pids: () => procs.filter((p) => p.running()).map((p) => p.pid),
+      pids: () => everStarted.filter((p) => p.running()).map((p) => p.pid),
       async compactEtcd() {
         const etcdUrl = `http://127.0.0.1:${etcdPort}`;
         const post = async (path: string, body: unknown) => {
@@ -458,13 +579,52 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
         await post('/v3/kv/compaction', { revision: String(revision), physical: true });
         return revision;
       },
-      async restartApiServer() {
-        await api.stop();
-        procs.splice(procs.indexOf(api), 1);
-        api = await startApiServer();
+      restartApiServer(opts: RestartOptions = {}) {
+        return exclusive(async () => {
+          const t0 = Date.now();
+          await stopComponent('kube-apiserver', opts.kill);
+          if (opts.downMs) await sleep(opts.downMs);
+          const t1 = Date.now();
+          await startApiServer(opts.timeoutMs ?? timeout, opts.extraArgs);
+          log(
+            `[control-plane] kube-apiserver restarted: stopped (and down) for ${t1 - t0} ms, ready again ${Date.now() - t1} ms after its start`,
+          );
+        });
+      },
+      restartEtcd(opts: RestartOptions = {}) {
+        return exclusive(async () => {
+          const limit = opts.timeoutMs ?? timeout;
+          const t0 = Date.now();
+          // What kube-apiserver says from here on (its etcd client's complaints) goes in an error.
+          const apiLogFrom = sizeOf(apiLog);
+          await stopComponent('etcd', opts.kill);
+          if (opts.downMs) await sleep(opts.downMs);
+          const t1 = Date.now();
+          await startEtcd(limit, opts.extraArgs);
+          const t2 = Date.now();
+          const api = current.get('kube-apiserver');
+          if (api) {
+            // Its etcd client reconnects on its own; /readyz includes the etcd check.
+            await waitFor({
+              what: 'kube-apiserver (reconnecting to the restarted etcd)',
+              proc: api,
+              logFile: apiLog,
+              logFrom: apiLogFrom,
+              timeoutMs: limit,
+              check: apiReady,
+              cancelled: stoppedWhileWaiting,
+            });
+          }
+          log(
+            `[control-plane] etcd restarted: stopped (and down) for ${t1 - t0} ms, healthy ${t2 - t1} ms after its start, ` +
+              `kube-apiserver ready again ${Date.now() - t2} ms after that`,
+          );
+        });
       },
       async stop() {
         await stopAll();
+        // A restart in progress ends at once now (its process is gone, and nothing new may start).
+        await restarts;
         if (!process.env.PADDOCK_KEEP_CONTROL_PLANE_DATA) await rm(dir, { recursive: true, force: true });
       },
     };
