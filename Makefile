@@ -3,13 +3,16 @@
 SHELL := bash
 NODE_ENV := bash hack/node-env.sh
 
-.PHONY: sandbox run test test-unit lint format build bench control-plane helm manifests image clean help
+.PHONY: sandbox soak run test test-unit lint format build bench control-plane helm manifests image clean help
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 sandbox: ## The whole system locally: control plane, GitHub double, paddock, a RunnerDeployment (--kind runnerset: a RunnerSet) and simulated jobs (ARGS="--duration 60 --json")
 	@$(NODE_ENV) node bin/paddock.js sandbox $(ARGS)
+
+soak: ## The chaos soak: faults of every kind while invariants are checked; one JSON line, exit 1 on a violation (ARGS="--runners 200 --duration 30m --seed N")
+	@$(NODE_ENV) node bin/paddock.js sandbox --soak --json $(if $(ARGS),$(ARGS),--runners 200 --duration 30m)
 
 run: ## paddock run against the test control plane and the GitHub double, no simulated jobs (development)
 	@$(NODE_ENV) node bin/paddock.js sandbox --no-simulator --runners 0 $(ARGS)

@@ -5,6 +5,8 @@ import {
   SANDBOX_KINDS,
 } from '../sandbox/sample.ts';
 import { SANDBOX_NAMESPACE, Sandbox, type SandboxSummary } from '../sandbox/sandbox.ts';
+import { Soak } from '../sandbox/soak.ts';
+import { FAULT_KINDS, type FaultKind } from '../sandbox/soak-schedule.ts';
 import { type FlagSpec, parseFlags, renderHelp, UsageError } from './flags.ts';
 
 export const SANDBOX_FLAGS: FlagSpec[] = [
@@ -105,6 +107,25 @@ export const SANDBOX_FLAGS: FlagSpec[] = [
     type: 'number',
     default: '0',
     help: 'share of workflow_job deliveries sent twice (0–1; --autoscale webhook)',
+  },
+  {
+    group: 'Soak',
+    name: 'soak',
+    type: 'boolean',
+    default: 'false',
+    help: 'the chaos soak: two paddock replicas, a webhook-scaled RunnerDeployment of --runners (up to 1.25×), faults of every kind injected on a seeded schedule while invariants are checked; one JSON summary, exit 1 on any violation (--duration, default 30m)',
+  },
+  {
+    group: 'Soak',
+    name: 'seed',
+    type: 'integer',
+    help: 'with --soak: the fault schedule’s seed (default: random, printed)',
+  },
+  {
+    group: 'Soak',
+    name: 'faults',
+    type: 'list',
+    help: `with --soak: only these fault kinds (repeatable or comma-separated): ${FAULT_KINDS.join(', ')}`,
   },
   {
     group: 'Install',
@@ -220,6 +241,7 @@ export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = pr
     process.stdout.write(renderHelp('sandbox', SANDBOX_SUMMARY, SANDBOX_FLAGS));
     return 0;
   }
+  if (values.soak === true) return soakCommand(values);
   const runners = values.runners as number;
   if (runners < 0 || runners > 5000) throw new UsageError('--runners: between 0 and 5000');
   const kind = parseSandboxKind(String(values.kind));
@@ -323,4 +345,44 @@ export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = pr
     if (summary.controller.exitCode !== 0 && summary.controller.exitCode !== null) exitCode = 1;
   }
   return exitCode;
+}
+
+/** `paddock sandbox --soak`: the summary as one JSON line on stdout; exit 1 on any violation. */
+async function soakCommand(values: Record<string, unknown>): Promise<number> {
+  const runners = values.runners as number;
+  if (runners < 1 || runners > 2000) throw new UsageError('--runners: between 1 and 2000 with --soak');
+  const durationMs = (values.duration as number) || 30 * 60_000;
+  if (durationMs < 3 * 60_000) throw new UsageError('--duration: at least 3m with --soak');
+  const requested = ((values.faults as string[] | undefined) ?? [])
+    .flatMap((f) => f.split(','))
+    .filter(Boolean);
+  const unknown = requested.filter((f) => !(FAULT_KINDS as readonly string[]).includes(f));
+  if (unknown.length > 0)
+    throw new UsageError(`--faults: unknown ${unknown.join(', ')} (known: ${FAULT_KINDS.join(', ')})`);
+  const seed = (values.seed as number | undefined) ?? Math.floor(Math.random() * 2 ** 31);
+  const json = values.json === true;
+  const soak = new Soak({
+    runners,
+    durationMs,
+    seed,
+    kinds: requested.length > 0 ? (requested as FaultKind[]) : undefined,
+    log: (line) => process.stderr.write(`${line}\n`),
+  });
+  const onSignal = () => void soak.stop();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    const summary = await soak.run();
+    process.stdout.write(`${JSON.stringify(summary, null, json ? undefined : 2)}\n`);
+    for (const v of summary.violationList)
+      process.stderr.write(`[soak] VIOLATION ${v.invariant}: ${v.evidence}\n`);
+    return summary.violations === 0 ? 0 : 1;
+  } catch (err) {
+    process.stderr.write(`paddock sandbox --soak (seed ${seed}): ${(err as Error).message}\n`);
+    return 1;
+  } finally {
+    await soak.stop();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
 }

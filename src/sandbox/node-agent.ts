@@ -325,7 +325,8 @@ interface SimPod {
 
 export class NodeAgent {
   readonly namespace: string;
-  readonly nodeNames: readonly string[];
+  private readonly nodes: string[];
+  private readonly nodePrefix: string;
   private readonly http: KubeHttp;
   private readonly double: GitHubDouble;
   private readonly clock: Clock;
@@ -379,8 +380,8 @@ export class NodeAgent {
     this.assignIntervalMs = opts.assignIntervalMs ?? 250;
     const d = opts.jobDurationMs ?? 10_000;
     this.jobDuration = typeof d === 'number' ? () => d : (job) => d(job) ?? 10_000;
-    const prefix = opts.nodePrefix ?? 'sim-node-';
-    this.nodeNames = Array.from({ length: Math.max(1, opts.nodeCount ?? 3) }, (_, i) => `${prefix}${i}`);
+    this.nodePrefix = opts.nodePrefix ?? 'sim-node-';
+    this.nodes = Array.from({ length: Math.max(1, opts.nodeCount ?? 3) }, (_, i) => `${this.nodePrefix}${i}`);
     if (opts.onEvent) this.listeners.add(opts.onEvent);
     this.informer = new Informer<PodObject>({
       http: this.http,
@@ -433,6 +434,20 @@ export class NodeAgent {
     this.abort.abort(new Error('node agent stopped'));
     await this.informer.stop();
     await Promise.allSettled([...this.inflight]);
+  }
+
+  /** The simulated nodes, lost ones included. */
+  get nodeNames(): readonly string[] {
+    return this.nodes;
+  }
+
+  /** A new healthy node (as a cluster autoscaler would bring after a node loss); returns its name. */
+  async addNode(): Promise<string> {
+    const index = this.nodes.length;
+    const name = `${this.nodePrefix}${index}`;
+    await this.ensureNode(name, index);
+    this.nodes.push(name);
+    return name;
   }
 
   /** Listens to timeline events; returns the unsubscribe function. */
@@ -1218,6 +1233,7 @@ export class NodeAgent {
       ...(sim.node ? { node: sim.node } : {}),
       ...(sim.runnerId !== undefined ? { runnerId: sim.runnerId } : {}),
       ...(sim.runnerName !== undefined ? { runnerName: sim.runnerName } : {}),
+      ...(sim.jobId !== undefined ? { jobId: sim.jobId } : {}),
       ...extra,
     };
     for (const l of this.listeners) {

@@ -27,11 +27,20 @@ export interface SampleSpec {
   replicas: number;
   ephemeral: boolean;
   labels: string[];
+  /** A Secret with the runners' GitHub credentials (githubAPICredentialsFrom). */
+  credentialsSecret?: string | undefined;
 }
 
 /** The manifest the sandbox applies, as a user would write it. */
 export function sampleManifest(kind: SandboxKind, s: SampleSpec): Record<string, unknown> {
-  const runner = { organization: s.organization, ephemeral: s.ephemeral, labels: s.labels };
+  const runner = {
+    organization: s.organization,
+    ephemeral: s.ephemeral,
+    labels: s.labels,
+    ...(s.credentialsSecret
+      ? { githubAPICredentialsFrom: { secretRef: { name: s.credentialsSecret } } }
+      : {}),
+  };
   if (kind === 'RunnerDeployment') {
     return {
       apiVersion: API_VERSION,
@@ -110,6 +119,8 @@ export function sampleAutoscaler(
   s: {
     name: string;
     mode: AutoscaleMode;
+    /** Default 0. */
+    minReplicas?: number | undefined;
     maxReplicas: number;
     repositories: string[];
     scaleDownDelaySeconds: number;
@@ -121,7 +132,7 @@ export function sampleAutoscaler(
     metadata: { name: s.name },
     spec: {
       scaleTargetRef: { kind, name: s.name },
-      minReplicas: 0,
+      minReplicas: s.minReplicas ?? 0,
       maxReplicas: s.maxReplicas,
       scaleDownDelaySecondsAfterScaleOut: s.scaleDownDelaySeconds,
       ...(s.mode === 'webhook'

@@ -1,10 +1,17 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { HORIZONTAL_RUNNER_AUTOSCALERS, RUNNERS } from '../api/index.ts';
+import {
+  HORIZONTAL_RUNNER_AUTOSCALERS,
+  RUNNER_DEPLOYMENTS,
+  RUNNER_REPLICA_SETS,
+  RUNNER_SETS,
+  RUNNERS,
+} from '../api/index.ts';
 import type { FlagSpec } from '../cli/flags.ts';
 import { PADDOCK_NODE_FLAGS } from '../cli/node-flags.ts';
 import { installCrds } from '../cli/run.ts';
@@ -57,6 +64,8 @@ export const SAMPLE_NAME = 'sandbox-runners';
 /** With --helm: the release and its namespace. */
 export const CHART_RELEASE = 'paddock';
 export const CHART_NAMESPACE = 'paddock-system';
+/** With `credentialsSecret`: the Secret the sample owner's githubAPICredentialsFrom names. */
+export const CREDENTIALS_SECRET = 'sandbox-github-credentials';
 
 export interface SandboxOptions {
   /** What owns the runners: a RunnerDeployment (default of `paddock sandbox`) or a RunnerSet. */
@@ -94,6 +103,23 @@ export interface SandboxOptions {
   autoscale?: AutoscaleMode | undefined;
   /** Deliveries of workflow_job webhooks lost and repeated (webhook autoscaling). */
   webhookChaos?: { dropRate: number; duplicateRate: number } | undefined;
+  /**
+   * paddock replicas (default 1). With more, each runs with `--leader-elect` and its own metrics
+   * port; the first is the one `metricsUrl`, RSS samples and `restartPaddock` refer to.
+   */
+  replicas?: number | undefined;
+  /**
+   * The runners' GitHub credentials from a Secret (the owner's `githubAPICredentialsFrom`), holding a
+   * token other than paddock's default one; `rotateCredentials()` replaces it.
+   */
+  credentialsSecret?: boolean | undefined;
+  /**
+   * Start a replica again 10 s after it exits unexpectedly (a crash, a kill, a lost Lease), as the
+   * kubelet restarts a container of a Deployment's pod.
+   */
+  restartReplicas?: boolean | undefined;
+  /** The HRA's minReplicas (default 0). */
+  minReplicas?: number | undefined;
   /** Repositories the workload queues jobs in (default 1). */
   repositories?: number | undefined;
   /** The HRA's scaleDownDelaySecondsAfterScaleOut (default 60). */
@@ -203,6 +229,41 @@ function rssMiB(pid: number | undefined, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): nu
   }
 }
 
+/**
+ * An HTTP server on `port` that hands each request to the first of `targets` that accepts a
+ * connection, as a Service in front of several replicas would; 503 when none does.
+ */
+async function forwardToFirstListening(port: number, targets: readonly number[]): Promise<Server> {
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const attempt = (i: number) => {
+        if (i >= targets.length) {
+          res.writeHead(503).end('no replica is listening');
+          return;
+        }
+        const out = httpRequest(
+          { host: '127.0.0.1', port: targets[i], method: req.method, path: req.url, headers: req.headers },
+          (answer) => {
+            res.writeHead(answer.statusCode ?? 502, answer.headers);
+            answer.pipe(res);
+          },
+        );
+        out.on('error', () => attempt(i + 1));
+        out.end(body);
+      };
+      attempt(0);
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve());
+  });
+  return server;
+}
+
 export class Sandbox {
   readonly opts: SandboxOptions;
   plane: ControlPlane | undefined;
@@ -234,6 +295,30 @@ export class Sandbox {
   webhookServer: ChildProcess | undefined;
   webhookServerExit: Promise<number> | undefined;
   private chartRelease: ChartRelease | undefined;
+  /** Replicas after the first (`replicas` > 1), by name (`paddock-1`, …). */
+  private readonly standbys = new Map<
+    string,
+    {
+      child: ChildProcess;
+      exit: Promise<number>;
+      args: string[];
+      env: Record<string, string>;
+      logFile: string;
+    }
+  >();
+  private respawns = 0;
+  /** Replicas restarted after an unexpected exit (`restartReplicas`). */
+  replicaRestarts = 0;
+  private stopping = false;
+  private restartingPrimary = false;
+  /** With several replicas: each one's workflow_job port, and what forwards deliveries to them. */
+  private readonly replicaWebhookPorts: number[] = [];
+  private webhookForwarder: Server | undefined;
+  /** The runners' credentials Secret's current token (with `credentialsSecret`). */
+  credentialsToken: string | undefined;
+  /** Every token the credentials Secret has held. */
+  private readonly credentialsTokens: string[] = [];
+  private webhookSecret = '';
   private readonly chartUsers = new Set<string>();
   private idleRunnerMs = 0;
   private lastIdleSample = 0;
@@ -270,8 +355,19 @@ export class Sandbox {
 
     const metricsPort = await freePort();
     this.metricsUrl = `http://127.0.0.1:${metricsPort}`;
+    if (this.opts.credentialsSecret) {
+      this.credentialsToken = this.double.addToken({ login: 'paddock-sandbox-runners' }).token;
+      this.credentialsTokens.push(this.credentialsToken);
+      await this.http.request('POST', resourcePath(SECRETS, SANDBOX_NAMESPACE), {
+        body: { metadata: { name: CREDENTIALS_SECRET }, stringData: { github_token: this.credentialsToken } },
+      });
+    }
+    const replicas = Math.max(1, this.opts.replicas ?? 1);
     const webhookSecret = randomBytes(20).toString('hex');
+    this.webhookSecret = webhookSecret;
     const webhookPort = this.opts.autoscale === 'webhook' ? await freePort() : undefined;
+    // Several replicas each listen on their own port; a forwarder on webhookPort stands for the Service.
+    if (webhookPort && replicas > 1 && !this.opts.helm) this.replicaWebhookPorts.push(await freePort());
     const logFile = path.join(this.plane.dataDir, 'paddock.log');
     // Only addresses differ from a cluster: no Service routes to a process here.
     const local = [
@@ -310,8 +406,11 @@ export class Sandbox {
           SANDBOX_NAMESPACE,
           '--leader-election-namespace',
           SANDBOX_NAMESPACE,
+          ...(replicas > 1 ? ['--leader-elect'] : []),
           ...local,
-          ...(webhookPort ? ['--github-webhook-addr', `127.0.0.1:${webhookPort}`] : []),
+          ...(webhookPort
+            ? ['--github-webhook-addr', `127.0.0.1:${this.replicaWebhookPorts[0] ?? webhookPort}`]
+            : []),
           ...(this.opts.paddockArgs ?? []),
         ],
         {
@@ -327,6 +426,20 @@ export class Sandbox {
     }
     await this.untilPaddockReady(logFile, 60_000, 200);
     log(`[sandbox] paddock running (metrics ${this.metricsUrl}/metrics, log ${logFile})`);
+    for (let i = 1; i < replicas && !this.opts.helm; i++) {
+      const primary = this.paddockSpawn!;
+      const args = [...primary.args];
+      args[args.indexOf('--metrics-addr') + 1] = `127.0.0.1:${await freePort()}`;
+      if (webhookPort) {
+        const port = await freePort();
+        this.replicaWebhookPorts.push(port);
+        args[args.indexOf('--github-webhook-addr') + 1] = `127.0.0.1:${port}`;
+      }
+      const standbyLog = path.join(this.plane.dataDir, `paddock-${i}.log`);
+      const standby = this.spawnPaddock(args, primary.env, standbyLog, `paddock-${i}`);
+      this.standbys.set(`paddock-${i}`, { ...standby, args, env: primary.env, logFile: standbyLog });
+      log(`[sandbox] paddock-${i} started as a standby replica (log ${standbyLog})`);
+    }
 
     if (this.opts.chaos.github5xxRate > 0) this.scheduleGitHubFaults();
 
@@ -334,13 +447,14 @@ export class Sandbox {
       body: sampleManifest(this.opts.kind, {
         name: SAMPLE_NAME,
         organization: SANDBOX_ORG,
-        replicas: this.opts.autoscale ? 0 : this.opts.runners,
+        replicas: this.opts.autoscale ? (this.opts.minReplicas ?? 0) : this.opts.runners,
         ephemeral: this.opts.ephemeral,
         labels: ['sandbox'],
+        ...(this.opts.credentialsSecret ? { credentialsSecret: CREDENTIALS_SECRET } : {}),
       }),
     });
     log(
-      `[sandbox] ${this.opts.kind} ${SANDBOX_NAMESPACE}/${SAMPLE_NAME} applied with ${this.opts.autoscale ? 0 : this.opts.runners} runners`,
+      `[sandbox] ${this.opts.kind} ${SANDBOX_NAMESPACE}/${SAMPLE_NAME} applied with ${this.opts.autoscale ? (this.opts.minReplicas ?? 0) : this.opts.runners} runners`,
     );
     const mode = this.opts.autoscale;
     if (mode) {
@@ -348,12 +462,18 @@ export class Sandbox {
         body: sampleAutoscaler(this.opts.kind, {
           name: SAMPLE_NAME,
           mode,
+          minReplicas: this.opts.minReplicas ?? 0,
           maxReplicas: this.opts.runners,
           repositories: this.repositories,
           scaleDownDelaySeconds: this.opts.scaleDownDelaySeconds ?? 60,
         }),
       });
-      log(`[sandbox] HorizontalRunnerAutoscaler ${SAMPLE_NAME} (${mode}): 0 to ${this.opts.runners} runners`);
+      log(
+        `[sandbox] HorizontalRunnerAutoscaler ${SAMPLE_NAME} (${mode}): ${this.opts.minReplicas ?? 0} to ${this.opts.runners} runners`,
+      );
+    }
+    if (webhookPort && this.replicaWebhookPorts.length > 0) {
+      this.webhookForwarder = await forwardToFirstListening(webhookPort, this.replicaWebhookPorts);
     }
     if (webhookPort) {
       this.webhooks = new WebhookSender({
@@ -423,13 +543,15 @@ export class Sandbox {
     args: string[],
     env: Record<string, string>,
     logFile: string,
+    replica = 'paddock-0',
   ): { child: ChildProcess; exit: Promise<number> } {
+    const primary = replica === 'paddock-0';
     const dir = this.opts.profileDir;
     if (dir) mkdirSync(dir, { recursive: true });
     const profiling = dir
       ? [`--cpu-prof`, `--cpu-prof-dir=${dir}`, '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`]
       : [];
-    if (args[0] === 'run') this.paddockSpawn = { args, env, logFile };
+    if (args[0] === 'run' && primary) this.paddockSpawn = { args, env, logFile };
     const flags = [...(this.opts.nodeFlags ?? PADDOCK_NODE_FLAGS), ...profiling];
     const child = spawn(process.execPath, [...flags, path.join(repoRoot, 'bin/paddock.js'), ...args], {
       env: {
@@ -444,6 +566,18 @@ export class Sandbox {
     child.stdout?.pipe(out);
     child.stderr?.pipe(out);
     const exit = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
+    if (args[0] === 'run') {
+      void exit.then((code) => {
+        if (!this.opts.restartReplicas || this.stopping || this.restartingPrimary) return;
+        this.replicaRestarts++;
+        this.opts.log(`[sandbox] ${replica} exited with ${code}; restarting it in 10 s`);
+        this.timers.push(
+          setTimeout(() => {
+            if (!this.stopping) this.respawnReplica(replica);
+          }, 10_000),
+        );
+      });
+    }
     return { child, exit };
   }
 
@@ -549,6 +683,7 @@ export class Sandbox {
       await new Promise((r) => setTimeout(r, 500));
     }
     const drainSeconds = Math.round((Date.now() - started) / 100) / 10;
+    this.stopping = true;
     const exitCodes: Record<string, number | null> = {};
     for (const [name, child, exit] of [
       ['paddock', this.paddock, this.paddockExit],
@@ -649,18 +784,60 @@ export class Sandbox {
     }
   }
 
-  private killRandomRunner(): void {
+  /** Crashes up to `count` live runners at random; returns how many. */
+  crashRunners(count: number): number {
+    let n = 0;
+    for (let i = 0; i < count; i++) if (this.killRandomRunner()) n++;
+    return n;
+  }
+
+  /**
+   * Loses the node with the most pods (it stops responding: its pods freeze and stay Terminating
+   * once deleted), and adds a fresh node in its place; returns the lost node's name.
+   */
+  async loseBusiestNode(): Promise<string | undefined> {
+    const agent = this.agent;
+    if (!agent) return undefined;
+    const counts = new Map<string, number>();
+    for (const e of this.events)
+      if (e.type === 'pod-started' && e.node) counts.set(e.node, (counts.get(e.node) ?? 0) + 1);
+    const node = agent.nodeNames
+      .filter((n) => !this.lostNodes.has(n))
+      .sort((a, b) => (counts.get(b) ?? 0) - (counts.get(a) ?? 0))[0];
+    if (!node) return undefined;
+    this.nodesLost++;
+    this.lostNodes.add(node);
+    await agent.loseNode(node);
+    const fresh = await agent.addNode();
+    this.opts.log(`[sandbox] chaos: node ${node} lost; ${fresh} added`);
+    return node;
+  }
+
+  /** Whether a job cancelled on this pod (and node) is explained by chaos: a crashed runner or a lost node. */
+  isChaos(pod: string, node?: string): boolean {
+    return this.chaosPods.has(pod) || (node !== undefined && this.lostNodes.has(node));
+  }
+
+  private killRandomRunner(): boolean {
     const pods = (this.agent?.stats().busyRunners ?? 0) + (this.agent?.stats().idleRunners ?? 0);
-    if (pods === 0 || !this.agent) return;
-    const candidates = this.events.filter((e) => e.type === 'runner-registered').map((e) => e.pod);
+    if (pods === 0 || !this.agent) return false;
+    // Live runners only: the event list also names pods long gone.
+    const candidates = [
+      ...new Set(this.events.filter((e) => e.type === 'runner-registered').map((e) => e.pod)),
+    ].filter((p) => {
+      const sim = this.agent?.pod(p);
+      return sim !== undefined && !sim.gone && !sim.lost && sim.runner === 'listening';
+    });
     const pod = candidates[Math.floor(Math.random() * candidates.length)];
-    if (!pod) return;
+    if (!pod || this.chaosPods.has(pod)) return false;
     try {
       this.agent.crashRunner(pod);
       this.chaosPods.add(pod);
       this.podKills++;
+      return true;
     } catch {
       // already gone
+      return false;
     }
   }
 
@@ -704,6 +881,137 @@ export class Sandbox {
     }
   }
 
+  /** The live paddock replicas, the first one first. */
+  replicaProcesses(): { name: string; pid: number }[] {
+    const all: { name: string; pid: number }[] = [];
+    if (this.paddock?.pid && this.paddock.exitCode === null)
+      all.push({ name: 'paddock-0', pid: this.paddock.pid });
+    for (const [name, r] of this.standbys) {
+      if (r.child.pid && r.child.exitCode === null) all.push({ name, pid: r.child.pid });
+    }
+    return all;
+  }
+
+  /** `kill -9` of one replica, as a crash or an OOM kill would end it; resolves once it is gone. */
+  async killReplica(name: string): Promise<void> {
+    const r =
+      name === 'paddock-0' ? { child: this.paddock, exit: this.paddockExit } : this.standbys.get(name);
+    if (!r?.child || !r.exit) throw new Error(`no paddock replica ${name}`);
+    r.child.kill('SIGKILL');
+    await r.exit;
+  }
+
+  /** Starts a killed replica again with its arguments, as its Deployment would. */
+  respawnReplica(name: string): void {
+    const n = ++this.respawns;
+    if (name === 'paddock-0') {
+      const spawned = this.paddockSpawn!;
+      const next = this.spawnPaddock(spawned.args, spawned.env, `${spawned.logFile}.respawn-${n}`);
+      this.paddock = next.child;
+      this.paddockExit = next.exit;
+      return;
+    }
+    const r = this.standbys.get(name);
+    if (!r) throw new Error(`no paddock replica ${name}`);
+    const next = this.spawnPaddock(r.args, r.env, `${r.logFile}.respawn-${n}`, name);
+    this.standbys.set(name, { ...r, ...next });
+  }
+
+  /**
+   * A new GitHub token for the runners' credentials Secret: added to GitHub, written to the Secret,
+   * and the old one revoked after `revokeAfterMs` (by then paddock must have moved to the new one).
+   */
+  async rotateCredentials(revokeAfterMs: number): Promise<void> {
+    const old = this.credentialsToken;
+    if (!old) throw new Error('the sandbox has no credentials Secret (credentialsSecret)');
+    const next = this.double.addToken({ login: 'paddock-sandbox-runners' }).token;
+    await mergePatch(
+      this.http!,
+      SECRETS,
+      { metadata: { namespace: SANDBOX_NAMESPACE, name: CREDENTIALS_SECRET } },
+      { stringData: { github_token: next } },
+    );
+    this.credentialsToken = next;
+    this.credentialsTokens.push(next);
+    this.timers.push(setTimeout(() => this.double.auth.tokens.delete(old), revokeAfterMs));
+  }
+
+  /**
+   * Where a credential shows up that must not: paddock's logs, Events, the annotations and labels
+   * of every object paddock reads or writes, and each replica's /metrics. The credentials are every
+   * GitHub token paddock was given, the workflow_job webhook secret, and every registration token,
+   * remove token and JIT config GitHub issued. Each finding names the kind of secret and the place,
+   * never the secret.
+   */
+  async secretExposures(): Promise<string[]> {
+    const secrets = new Map<string, string>();
+    for (const t of [this.token, ...this.credentialsTokens]) secrets.set(t, 'a GitHub token');
+    if (this.webhookSecret) secrets.set(this.webhookSecret, 'the webhook secret');
+    for (const t of this.double.model.secretsIssued) {
+      secrets.set(t, t.length > 100 ? 'a JIT config' : 'a registration or remove token');
+    }
+    const places: { where: string; text: string }[] = [];
+    const dir = this.plane?.dataDir;
+    if (dir) {
+      for (const f of readdirSync(dir).filter(
+        (f) => f.startsWith('paddock') || f.startsWith('webhook-server'),
+      )) {
+        places.push({ where: f, text: readFileSync(path.join(dir, f), 'utf8') });
+      }
+    }
+    const http = this.http!;
+    const all = async (p: string) =>
+      JSON.stringify(await http.request<unknown>('GET', p).catch((err) => ({ unreadable: String(err) })));
+    places.push({ where: 'Events (events.k8s.io)', text: await all('/apis/events.k8s.io/v1/events') });
+    places.push({ where: 'Events (core)', text: await all('/api/v1/events') });
+    for (const ref of [
+      PODS,
+      RUNNERS,
+      RUNNER_DEPLOYMENTS,
+      RUNNER_REPLICA_SETS,
+      RUNNER_SETS,
+      HORIZONTAL_RUNNER_AUTOSCALERS,
+    ]) {
+      const list = await http
+        .request<{ items: KubeObject[] }>('GET', resourcePath(ref))
+        .catch(() => ({ items: [] as KubeObject[] }));
+      places.push({
+        where: `${ref.plural} metadata`,
+        text: JSON.stringify(list.items.map((o) => [o.metadata.annotations, o.metadata.labels])),
+      });
+    }
+    const metricsUrls = [
+      this.metricsUrl,
+      ...[...this.standbys.values()].map((r) => `http://${r.args[r.args.indexOf('--metrics-addr') + 1]}`),
+    ];
+    for (const url of metricsUrls) {
+      if (!url) continue;
+      const text = await fetch(`${url}/metrics`).then(
+        (r) => r.text(),
+        () => '',
+      );
+      places.push({ where: `${url}/metrics`, text });
+    }
+    const found = new Set<string>();
+    for (const { where, text } of places) {
+      // Credentials are runs of token characters: look each run up instead of searching every secret.
+      for (const word of text.split(/[^A-Za-z0-9_+/=.-]+/)) {
+        const what =
+          word.length >= 16 ? (secrets.get(word) ?? secrets.get(word.replace(/[.=]+$/, ''))) : undefined;
+        if (what) found.add(`${what} in ${where}`);
+      }
+    }
+    return [...found];
+  }
+
+  /** Rate-limited requests of paddock's credentials: its own token and the runners' Secret's (one GitHub user, every rotation). */
+  rateLimitedRequests(): number {
+    return (
+      this.double.rateLimitedRequestCount(this.token) +
+      (this.credentialsToken ? this.double.rateLimitedRequestCount(this.credentialsToken) : 0)
+    );
+  }
+
   /**
    * Cold start on a live fleet: stops paddock (SIGTERM), starts it again with the same arguments,
    * and measures from the spawn to its first 200 on /readyz (caches synced) and the GitHub requests
@@ -717,8 +1025,10 @@ export class Sandbox {
   }> {
     const spawned = this.paddockSpawn;
     if (!spawned || !this.paddock) throw new Error('paddock is not running');
+    this.restartingPrimary = true;
     this.paddock.kill('SIGTERM');
     await this.paddockExit;
+    this.restartingPrimary = false;
     const logBefore = this.double.log.length;
     const started = performance.now();
     const next = this.spawnPaddock(spawned.args, spawned.env, `${spawned.logFile}.restart`);
@@ -781,7 +1091,7 @@ export class Sandbox {
   summary(): SandboxSummary {
     const seconds = (Date.now() - this.startedAt) / 1000;
     const stats = this.agent?.stats();
-    const counted = this.double.rateLimitedRequestCount(this.token);
+    const counted = this.rateLimitedRequests();
     const hours = Math.max(seconds, 1) / 3600;
     return {
       kind: this.opts.kind,
@@ -857,14 +1167,40 @@ export class Sandbox {
   }
 
   async stop(): Promise<{ paddockExitCode: number | null }> {
+    this.stopping = true;
     for (const t of this.timers) clearTimeout(t);
     this.workload?.stop();
-    await this.webhooks?.stop();
-    await this.agent?.stop().catch(() => undefined);
+    // A step that cannot finish must not keep the processes below running: it is named and skipped.
+    const bounded = async (what: string, p: Promise<unknown> | undefined, ms = 30_000) => {
+      if (!p) return;
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((r) => {
+        timer = setTimeout(() => r('late'), ms);
+      });
+      const outcome = await Promise.race([
+        p.then(
+          () => 'done',
+          () => 'done',
+        ),
+        late,
+      ]);
+      clearTimeout(timer);
+      if (outcome === 'late')
+        this.opts.log(`[sandbox] stop: ${what} did not finish in ${ms / 1000} s; going on`);
+    };
+    await bounded('the webhook deliveries', this.webhooks?.stop());
+    await bounded('the node agent', this.agent?.stop());
     let code: number | null = null;
     if (this.webhookServer && this.webhookServer.exitCode === null) {
       this.webhookServer.kill('SIGTERM');
       await this.webhookServerExit;
+    }
+    for (const r of this.standbys.values()) {
+      if (r.child.exitCode !== null) continue;
+      r.child.kill('SIGTERM');
+      const killer = setTimeout(() => r.child.kill('SIGKILL'), 15_000);
+      await r.exit;
+      clearTimeout(killer);
     }
     if (this.paddock && this.paddock.exitCode === null) {
       this.paddock.kill('SIGTERM');
@@ -873,6 +1209,11 @@ export class Sandbox {
       clearTimeout(killer);
     }
     await this.double.stop();
+    const forwarder = this.webhookForwarder;
+    if (forwarder) {
+      forwarder.closeAllConnections();
+      await bounded('the webhook forwarder', new Promise((r) => forwarder.close(r)));
+    }
     this.http?.close();
     await this.plane?.stop();
     return { paddockExitCode: code };

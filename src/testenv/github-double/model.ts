@@ -122,6 +122,8 @@ export class GitHubModel {
   readonly runners = new Map<number, RunnerRecord>();
   readonly tokens = new Map<string, IssuedToken>();
   readonly jitConfigs = new Map<string, number>();
+  /** Every registration or remove token and JIT config ever issued, used or not (leak checks grep for them). */
+  readonly secretsIssued = new Set<string>();
   /** Runner groups; `repositories` set: visible only to those repositories (`owner/repo`), else to all. */
   readonly runnerGroups = new Map<number, { id: number; name: string; repositories?: string[] }>([
     [1, { id: 1, name: 'Default' }],
@@ -131,6 +133,8 @@ export class GitHubModel {
   /** Scopes that exist; unknown scopes answer 404 as GitHub does for missing orgs/repos. */
   readonly scopes = new Set<string>();
   private readonly listeners = new Set<(e: ModelEvent) => void>();
+  /** When each offline runner went offline (epoch ms). */
+  private readonly offlineSince = new Map<number, number>();
 
   constructor(now: () => number) {
     this.now = now;
@@ -178,6 +182,7 @@ export class GitHubModel {
       .slice(0, 29);
     const t: IssuedToken = { token, scope, kind, expiresAt: this.now() + 3600_000 };
     this.tokens.set(token, t);
+    this.secretsIssued.add(token);
     return t;
   }
 
@@ -248,6 +253,7 @@ export class GitHubModel {
     };
     const encoded = Buffer.from(JSON.stringify(payload)).toString('base64');
     this.jitConfigs.set(encoded, runner.id);
+    this.secretsIssued.add(encoded);
     this.emit({ type: 'runner-created', runner });
     return { runner, encoded };
   }
@@ -314,10 +320,38 @@ export class GitHubModel {
   setRunnerState(id: number, state: { status?: 'online' | 'offline'; busy?: boolean }): RunnerRecord {
     const runner = this.runners.get(id);
     if (!runner) throw new DoubleError(404, `runner ${id} does not exist`);
+    if (state.status === 'offline' && runner.status !== 'offline') this.offlineSince.set(id, this.now());
+    if (state.status === 'online') this.offlineSince.delete(id);
     if (state.status !== undefined) runner.status = state.status;
     if (state.busy !== undefined) runner.busy = state.busy;
     this.emit({ type: 'runner-changed', runner });
     return runner;
+  }
+
+  /**
+   * GitHub fails the job of a runner that lost communication mid-job (its node died): after
+   * `timeoutMs` offline, the job completes as `failure` and the runner is no longer busy (an
+   * ephemeral one is removed, its job done). Returns the jobs failed.
+   */
+  failJobsOfLostRunners(timeoutMs: number): number[] {
+    const failed: number[] = [];
+    const now = this.now();
+    for (const [id, since] of this.offlineSince) {
+      const runner = this.runners.get(id);
+      if (!runner) {
+        this.offlineSince.delete(id);
+        continue;
+      }
+      if (!runner.busy || now - since < timeoutMs) continue;
+      const job = [...this.jobs.values()].find((j) => j.runner_id === id && j.status === 'in_progress');
+      if (job) {
+        this.completeJob(job.id, 'failure');
+        failed.push(job.id);
+      } else {
+        this.setRunnerState(id, { busy: false });
+      }
+    }
+    return failed;
   }
 
   /** The runner disappears from GitHub without anyone asking (cleanup, manual removal in the UI). */

@@ -147,6 +147,7 @@ export class GitHubDouble {
   private readonly now: () => number;
   private readonly routes: Route[];
   private readonly faults: (FaultRule & { used: number })[] = [];
+  private lostRunnerTimer: NodeJS.Timeout | undefined;
   private readonly secondary: (SecondaryLimitRule & { used: number })[] = [];
   private readonly inflight = new Map<string, number>();
   private readonly sockets = new Set<Socket>();
@@ -186,7 +187,19 @@ export class GitHubDouble {
     return this;
   }
 
+  /**
+   * From now on, jobs of runners offline longer than `timeoutMs` fail as on GitHub ("lost
+   * communication with the server"), checked every second until `stop()`.
+   */
+  failLostRunnersAfter(timeoutMs: number): void {
+    if (this.lostRunnerTimer) clearInterval(this.lostRunnerTimer);
+    this.lostRunnerTimer = setInterval(() => this.model.failJobsOfLostRunners(timeoutMs), 1000);
+    this.lostRunnerTimer.unref();
+  }
+
   async stop(): Promise<void> {
+    if (this.lostRunnerTimer) clearInterval(this.lostRunnerTimer);
+    this.lostRunnerTimer = undefined;
     const server = this.server;
     if (!server) return;
     this.server = undefined;
@@ -269,15 +282,27 @@ export class GitHubDouble {
     return this.rateLimits.view(this.credentialId(credential), resource);
   }
 
-  injectFault(rule: FaultRule): void {
-    this.faults.push({ ...rule, used: 0 });
+  /** Adds a fault; returns what removes it (and only it). */
+  injectFault(rule: FaultRule): () => void {
+    const entry = { ...rule, used: 0 };
+    this.faults.push(entry);
+    return () => {
+      const i = this.faults.indexOf(entry);
+      if (i >= 0) this.faults.splice(i, 1);
+    };
   }
-  injectSecondaryLimit(rule: SecondaryLimitRule): void {
-    this.secondary.push({
+  /** Adds a secondary-limit rule; returns what removes it (and only it). */
+  injectSecondaryLimit(rule: SecondaryLimitRule): () => void {
+    const entry = {
       ...rule,
       credential: rule.credential && this.credentialId(rule.credential),
       used: 0,
-    });
+    };
+    this.secondary.push(entry);
+    return () => {
+      const i = this.secondary.indexOf(entry);
+      if (i >= 0) this.secondary.splice(i, 1);
+    };
   }
   clearFaults(): void {
     this.faults.length = 0;

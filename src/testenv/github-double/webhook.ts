@@ -91,7 +91,7 @@ export interface WebhookSenderStats {
  * job changes, not when they are sent.
  */
 export class WebhookSender {
-  private readonly opts: WebhookSenderOptions;
+  private opts: WebhookSenderOptions;
   private readonly random: () => number;
   private unsubscribe: (() => void) | undefined;
   private readonly inFlight = new Set<Promise<void>>();
@@ -104,6 +104,11 @@ export class WebhookSender {
   constructor(opts: WebhookSenderOptions) {
     this.opts = opts;
     this.random = opts.random ?? Math.random;
+  }
+
+  /** Changes the delivery chaos from now on (a soak turns it on and off). */
+  setChaos(chaos: { dropRate: number; duplicateRate: number; maxDelayMs: number }): void {
+    this.opts = { ...this.opts, ...chaos };
   }
 
   start(): void {

@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { coveredMs, InvariantMonitor, rssSlopeMiBPerHour } from './soak-invariants.ts';
+
+const limits = {
+  forceDeleteTimeoutMs: 60_000,
+  replacementBoundMs: 60_000,
+  takeoverBoundMs: 25_000,
+  memoryGrowthMiBPerHour: 20,
+  memoryTrendMinSpanMs: 15 * 60_000,
+};
+const T = Date.UTC(2026, 11, 4);
+
+describe('InvariantMonitor', () => {
+  test('a cancelled job is a violation unless chaos explains it', () => {
+    const m = new InvariantMonitor(limits);
+    m.jobCancelled({ at: T, jobId: 1, pod: 'a', chaos: true });
+    assert.equal(m.violations.length, 0);
+    m.jobCancelled({ at: T, jobId: 2, pod: 'b', chaos: false, message: 'runner removed' });
+    assert.deepEqual(
+      m.violations.map((v) => [v.invariant, v.evidence]),
+      [['job-cancelled-by-paddock', 'job 2 on pod b was cancelled: runner removed']],
+    );
+  });
+
+  test('a pod Terminating past the force-delete timeout + 1 min is reported once', () => {
+    const m = new InvariantMonitor(limits);
+    const pods = [{ name: 'p', deletingSince: T, node: 'n1' }];
+    m.terminating(T + 120_000, pods);
+    assert.equal(m.violations.length, 0);
+    m.terminating(T + 120_001, pods);
+    m.terminating(T + 200_000, pods);
+    assert.equal(m.violations.length, 1);
+    assert.equal(m.violations[0]!.invariant, 'pod-terminating-too-long');
+    assert.match(m.violations[0]!.evidence, /pod p on n1 Terminating for 120 s/);
+  });
+
+  test('a shortfall counts only the time no fault explains', () => {
+    const m = new InvariantMonitor(limits);
+    m.excuse(T + 10_000, T + 70_000, 'GitHub answering 502');
+    m.fleet(T, 10, 9);
+    m.fleet(T + 100_000, 10, 9); // 100 s below, 60 s excused: 40 s
+    assert.equal(m.violations.length, 0);
+    m.fleet(T + 125_000, 10, 9); // 65 s unexplained
+    assert.equal(m.violations.length, 1);
+    assert.equal(m.violations[0]!.invariant, 'fleet-below-desired');
+    m.fleet(T + 200_000, 10, 9);
+    assert.equal(m.violations.length, 1, 'one episode, one violation');
+    m.fleet(T + 210_000, 10, 10);
+    m.fleet(T + 211_000, 10, 9);
+    m.fleet(T + 272_000, 10, 9);
+    assert.equal(m.violations.length, 2, 'a new episode is judged afresh');
+  });
+
+  test('takeover beyond lease duration + renew deadline', () => {
+    const m = new InvariantMonitor(limits);
+    m.takeover(T, 17_000);
+    assert.equal(m.violations.length, 0);
+    m.takeover(T, 25_001);
+    assert.equal(m.violations[0]!.invariant, 'slow-takeover');
+  });
+
+  test('leaked runners and memory growth are judged at the end; short series are not', () => {
+    const m = new InvariantMonitor(limits);
+    for (let i = 0; i <= 30; i++) m.rssSample('paddock-0#1', { at: T + i * 60_000, mib: 80 + i }); // 60 MiB/h
+    for (let i = 0; i <= 30; i++) m.rssSample('paddock-1#2', { at: T + i * 60_000, mib: 80 + (i % 2) });
+    for (let i = 0; i <= 5; i++) m.rssSample('paddock-1#3', { at: T + i * 60_000, mib: 80 + 10 * i });
+    const v = m.finish(T + 31 * 60_000, ['runner-x (id 7, offline)']);
+    assert.deepEqual(
+      v.map((x) => x.invariant),
+      ['runner-leaked', 'memory-growth'],
+    );
+    assert.match(v[1]!.evidence, /paddock-0#1: RSS grew 60\.0 MiB\/h/);
+  });
+});
+
+describe('helpers', () => {
+  test('rssSlopeMiBPerHour', () => {
+    assert.equal(rssSlopeMiBPerHour([]), null);
+    const flat = [0, 1, 2, 3].map((i) => ({ at: i * 1000, mib: 50 }));
+    assert.equal(rssSlopeMiBPerHour(flat), 0);
+    const rising = [0, 1, 2].map((i) => ({ at: i * 3_600_000, mib: 50 + 10 * i }));
+    assert.equal(rssSlopeMiBPerHour(rising), 10);
+  });
+
+  test('coveredMs merges overlapping windows and clips them', () => {
+    assert.equal(coveredMs(0, 100, []), 0);
+    assert.equal(
+      coveredMs(0, 100, [
+        { from: -50, to: 10 },
+        { from: 5, to: 20 },
+        { from: 50, to: 60 },
+        { from: 90, to: 500 },
+      ]),
+      40,
+    );
+  });
+});

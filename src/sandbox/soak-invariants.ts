@@ -1,0 +1,243 @@
+/**
+ * The soak's invariants, checked as observations arrive and once at the end. Pure: the soak feeds
+ * it what the node agent, the GitHub double and the API server show, with their times, and reads
+ * the violations, each with its evidence. Nothing here knows how the faults are made.
+ */
+
+export interface InvariantLimits {
+  /** paddock's force-delete timeout for pods on lost nodes; a pod Terminating longer than this + 1 min is a violation. */
+  forceDeleteTimeoutMs: number;
+  /** Longest stretch the fleet may stay below its desired count outside excused windows. */
+  replacementBoundMs: number;
+  /** Lease duration + renew deadline: the longest a leader's death may leave no one acting. */
+  takeoverBoundMs: number;
+  /** RSS growth above this (least-squares slope over a process's settled lifetime) is a leak. */
+  memoryGrowthMiBPerHour: number;
+  /** A process's RSS trend is judged only over at least this long (shorter runs are noise). */
+  memoryTrendMinSpanMs: number;
+}
+
+export type InvariantName =
+  | 'job-cancelled-by-paddock'
+  | 'busy-runner-pod-deleted'
+  | 'busy-runner-removed'
+  | 'pod-terminating-too-long'
+  | 'fleet-below-desired'
+  | 'slow-takeover'
+  | 'runner-leaked'
+  | 'drain-incomplete'
+  | 'secret-exposed'
+  | 'memory-growth';
+
+export interface Violation {
+  invariant: InvariantName;
+  /** Epoch ms of the observation that proved it. */
+  at: number;
+  evidence: string;
+}
+
+export interface RssSample {
+  at: number;
+  mib: number;
+}
+
+/** Least-squares slope of the samples in MiB per hour; null with fewer than 3 samples or no span. */
+export function rssSlopeMiBPerHour(samples: readonly RssSample[]): number | null {
+  if (samples.length < 3) return null;
+  const n = samples.length;
+  const mx = samples.reduce((a, s) => a + s.at, 0) / n;
+  const my = samples.reduce((a, s) => a + s.mib, 0) / n;
+  let sxy = 0;
+  let sxx = 0;
+  for (const s of samples) {
+    sxy += (s.at - mx) * (s.mib - my);
+    sxx += (s.at - mx) ** 2;
+  }
+  return sxx === 0 ? null : (sxy / sxx) * 3_600_000;
+}
+
+/** Total length of the parts of [from, to] that some window covers. */
+export function coveredMs(
+  from: number,
+  to: number,
+  windows: readonly { from: number; to: number }[],
+): number {
+  const parts = windows
+    .map((w) => ({ from: Math.max(from, w.from), to: Math.min(to, w.to) }))
+    .filter((w) => w.to > w.from)
+    .sort((a, b) => a.from - b.from);
+  let total = 0;
+  let end = from;
+  for (const p of parts) {
+    const start = Math.max(p.from, end);
+    if (p.to > start) {
+      total += p.to - start;
+      end = p.to;
+    }
+  }
+  return total;
+}
+
+export class InvariantMonitor {
+  private readonly found: Violation[] = [];
+  private readonly reportedPods = new Set<string>();
+  /** Since when the fleet has been below its desired count (undefined: it is not). */
+  private belowSince: number | undefined;
+  private belowReported = false;
+  private belowDetail = '';
+  /** Windows in which a shortfall is excused: GitHub failing, the control plane or paddock down. */
+  private readonly excused: { from: number; to: number; why: string }[] = [];
+  private readonly rss = new Map<string, RssSample[]>();
+
+  readonly limits: InvariantLimits;
+
+  constructor(limits: InvariantLimits) {
+    this.limits = limits;
+  }
+
+  get violations(): readonly Violation[] {
+    return this.found;
+  }
+
+  private violate(invariant: InvariantName, at: number, evidence: string): void {
+    this.found.push({ invariant, at, evidence });
+  }
+
+  /** A shortfall during [from, to] is not counted against the replacement bound. */
+  excuse(from: number, to: number, why: string): void {
+    this.excused.push({ from, to, why });
+  }
+
+  /** A job ended cancelled; `chaos` when a fault (a crashed runner, a lost node) explains it. */
+  jobCancelled(e: {
+    at: number;
+    jobId: number;
+    pod: string;
+    chaos: boolean;
+    message?: string | undefined;
+  }): void {
+    if (e.chaos) return;
+    this.violate(
+      'job-cancelled-by-paddock',
+      e.at,
+      `job ${e.jobId} on pod ${e.pod} was cancelled: ${e.message ?? 'its pod or runner went mid-job'}`,
+    );
+  }
+
+  /** A pod's deletion began while its runner ran a job (pods on lost nodes excepted by the caller). */
+  busyPodDeleted(e: { at: number; pod: string; jobId: number }): void {
+    this.violate('busy-runner-pod-deleted', e.at, `pod ${e.pod} was deleted while running job ${e.jobId}`);
+  }
+
+  /** GitHub removed a runner while it ran a job (a removal the 422 gate should have refused). */
+  busyRunnerRemoved(e: { at: number; runner: string; jobId: number | undefined }): void {
+    this.violate(
+      'busy-runner-removed',
+      e.at,
+      `runner ${e.runner} was removed while busy (job ${e.jobId ?? '?'})`,
+    );
+  }
+
+  /** The pods now Terminating, with when their deletion began. */
+  terminating(
+    now: number,
+    pods: readonly { name: string; deletingSince: number; node?: string | undefined }[],
+  ): void {
+    const limit = this.limits.forceDeleteTimeoutMs + 60_000;
+    for (const p of pods) {
+      if (now - p.deletingSince <= limit || this.reportedPods.has(p.name)) continue;
+      this.reportedPods.add(p.name);
+      this.violate(
+        'pod-terminating-too-long',
+        now,
+        `pod ${p.name}${p.node ? ` on ${p.node}` : ''} Terminating for ${Math.round((now - p.deletingSince) / 1000)} s (limit ${limit / 1000} s)`,
+      );
+    }
+  }
+
+  /** The fleet now: the owner's desired count and the runners taking jobs. */
+  fleet(now: number, desired: number, live: number): void {
+    if (live >= desired) {
+      this.belowSince = undefined;
+      this.belowReported = false;
+      return;
+    }
+    this.belowSince ??= now;
+    this.belowDetail = `${live} of ${desired}`;
+    if (this.belowReported) return;
+    const unexcused = now - this.belowSince - coveredMs(this.belowSince, now, this.excused);
+    if (unexcused > this.limits.replacementBoundMs) {
+      this.belowReported = true;
+      this.violate(
+        'fleet-below-desired',
+        now,
+        `fleet below desired since ${new Date(this.belowSince).toISOString()} (${this.belowDetail} runners live; ${Math.round(unexcused / 1000)} s not explained by a fault, bound ${this.limits.replacementBoundMs / 1000} s)`,
+      );
+    }
+  }
+
+  /** From the leader's death to another replica acting. */
+  takeover(at: number, ms: number): void {
+    if (ms > this.limits.takeoverBoundMs) {
+      this.violate(
+        'slow-takeover',
+        at,
+        `takeover took ${Math.round(ms)} ms (bound ${this.limits.takeoverBoundMs} ms)`,
+      );
+    }
+  }
+
+  /** A credential found where none may be (`what in where`). */
+  secretExposed(at: number, finding: string): void {
+    this.violate('secret-exposed', at, finding);
+  }
+
+  /** One RSS sample of a paddock process (`process` names it: a restarted one is a new series). */
+  rssSample(process: string, sample: RssSample): void {
+    const series = this.rss.get(process) ?? [];
+    series.push(sample);
+    this.rss.set(process, series);
+  }
+
+  /** Each process's RSS trend over its settled lifetime (the first fifth dropped: start-up). */
+  memoryTrends(): {
+    process: string;
+    spanMs: number;
+    slopeMiBPerHour: number | null;
+    first: number;
+    last: number;
+  }[] {
+    return [...this.rss].map(([process, samples]) => {
+      const span = samples.length ? samples.at(-1)!.at - samples[0]!.at : 0;
+      const settled = samples.filter((s) => s.at >= samples[0]!.at + span / 5);
+      return {
+        process,
+        spanMs: span,
+        slopeMiBPerHour: rssSlopeMiBPerHour(settled),
+        first: settled[0]?.mib ?? 0,
+        last: settled.at(-1)?.mib ?? 0,
+      };
+    });
+  }
+
+  /**
+   * The end of the soak: runners still registered with GitHub after the final drain, and runner
+   * pods or Runners the drain could not remove.
+   */
+  finish(now: number, leaked: readonly string[], left: readonly string[] = []): readonly Violation[] {
+    for (const r of leaked)
+      this.violate('runner-leaked', now, `runner ${r} still registered with GitHub after the drain`);
+    for (const o of left) this.violate('drain-incomplete', now, `${o} still there after the drain`);
+    for (const t of this.memoryTrends()) {
+      if (t.spanMs < this.limits.memoryTrendMinSpanMs || t.slopeMiBPerHour === null) continue;
+      if (t.slopeMiBPerHour > this.limits.memoryGrowthMiBPerHour) {
+        this.violate(
+          'memory-growth',
+          now,
+          `${t.process}: RSS grew ${t.slopeMiBPerHour.toFixed(1)} MiB/h over ${Math.round(t.spanMs / 60_000)} min (${t.first} → ${t.last} MiB; limit ${this.limits.memoryGrowthMiBPerHour} MiB/h)`,
+        );
+      }
+    }
+    return this.found;
+  }
+}
