@@ -312,11 +312,13 @@ describe('container image', {
       assert.deepEqual(line('Gid'), ['65532', '65532', '65532', '65532']);
       assert.deepEqual(line('Groups')?.filter(Boolean), ['65532']);
       assert.equal(line('CapEff')?.[0], '0000000000000000', 'no capabilities');
-      assert.deepEqual(readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').split('\0').slice(0, 3), [
-        '/usr/local/bin/node',
-        '/app/bin/paddock.js',
-        'run',
-      ]);
+      // The image's entry point: node, its flags (PADDOCK_NODE_FLAGS), paddock.
+      assert.deepEqual(
+        readFileSync(`/proc/${p.pid}/cmdline`, 'utf8')
+          .split('\0')
+          .slice(0, 3 + PADDOCK_NODE_FLAGS.length),
+        ['/usr/local/bin/node', ...PADDOCK_NODE_FLAGS, '/app/bin/paddock.js', 'run'],
+      );
       const environ = readFileSync(`/proc/${p.pid}/environ`, 'utf8').split('\0').filter(Boolean);
       assert.deepEqual(environ.map((e) => e.split('=')[0]).sort(), [
         'GITHUB_TOKEN',
