@@ -20,6 +20,7 @@ import { KubeHttp } from '../src/runtime/kube-http.ts';
 import { PODS, SECRETS, STATEFUL_SETS } from '../src/runtime/resources.ts';
 import type { KubeObject } from '../src/runtime/store.ts';
 import { GitHubDouble, workflowJobPayload } from '../src/testenv/github-double/index.ts';
+import { seededRandom } from '../src/testenv/seeded-random.ts';
 import { DEFAULT_WEBHOOK_CONFIGURATION_NAME } from '../src/webhooks/configuration.ts';
 import { RUNNER_RESOURCE_WEBHOOKS } from '../src/webhooks/runner-admission.ts';
 import { LABEL_INJECT_REGISTRATION_TOKEN, MUTATE_RUNNER_POD_PATH } from '../src/webhooks/runner-token.ts';
@@ -60,19 +61,12 @@ function fuzzSeed(): number {
   return n >>> 0;
 }
 
-// --- a small seeded PRNG (mulberry32) ----------------------------------------------------------
+// --- a small seeded PRNG ----------------------------------------------------------
 
 class Rng {
-  private state: number;
+  readonly next: () => number;
   constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    this.next = seededRandom(seed);
   }
   /** An integer in [0, n). */
   int(n: number): number {

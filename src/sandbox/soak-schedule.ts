@@ -1,3 +1,5 @@
+import { seededRandom } from '../testenv/seeded-random.ts';
+
 /**
  * When a soak injects which fault: every kind once at evenly spaced times (in a shuffled order), so
  * a short soak still meets each, and more at random (exponential gaps) for a long one. Pure and
@@ -66,18 +68,6 @@ export function faultDurationMs(kind: FaultKind, durationMs: number): number {
   };
   const b = base[kind];
   return b === 0 ? 0 : Math.max(8_000, Math.round(b * scale));
-}
-
-/** mulberry32: small, seedable, good enough to pick fault times. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export function faultSchedule(o: ScheduleOptions): ScheduledFault[] {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FakeClock } from '../runtime/clock.ts';
 import { GitHubDouble } from '../testenv/github-double/index.ts';
+import { seededRandom } from '../testenv/seeded-random.ts';
 import {
   exponentialSample,
   pickWeighted,
@@ -9,18 +10,6 @@ import {
   WorkloadGenerator,
   type WorkloadOptions,
 } from './workload.ts';
-
-/** A small seeded PRNG (mulberry32), so every run draws the same workload. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function setup(opts: Partial<WorkloadOptions> = {}) {
   const clock = new FakeClock();
@@ -31,7 +20,7 @@ function setup(opts: Partial<WorkloadOptions> = {}) {
     duration: { kind: 'fixed', ms: 1000 },
     target: { owner: 'acme', repo: 'app' },
     clock,
-    random: seeded(42),
+    random: seededRandom(42),
     ...opts,
   });
   return { clock, double, gen };
@@ -114,7 +103,7 @@ describe('workload generator', () => {
         target: { owner: 'acme', repo: 'app' },
         duration,
         clock,
-        random: seeded(7),
+        random: seededRandom(7),
         onJob: (job, ms) => seen.set(job.id, ms),
       });
       g.start();
