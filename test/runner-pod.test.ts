@@ -422,6 +422,32 @@ describe('runner pod controller', { concurrency: true }, () => {
     );
   });
 
+  test('a busy ephemeral runner on a lost node: once GitHub fails its job, the pod goes', async () => {
+    const runner = await registeredPod('busy-lost', { nodeName: 'node-that-went-away' });
+    const job = double.createJob({ owner: 'acme', repo: 'app', labels: [] });
+    double.startJob(job.id, runner.id);
+    double.model.setRunnerState(runner.id, { status: 'offline' });
+    await core.deleteNamespacedPod({ name: 'busy-lost', namespace: ns.name, gracePeriodSeconds: 1 });
+    await eventually('waiting for completion', async () =>
+      Boolean(
+        (await getPod('busy-lost'))?.metadata?.annotations?.[
+          'actions-runner/runner-completion-wait-start-timestamp'
+        ],
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 2 * SETTINGS.unregistrationRetryDelayMs + 500));
+    assert.ok(await getPod('busy-lost'), 'kept while GitHub still shows the job running');
+    // GitHub gives up on the runner ("lost communication"): the job fails and the ephemeral runner
+    // is removed. The pod's status never changes: no kubelet reports the container's exit.
+    double.completeJob(job.id, 'failure');
+    await eventually(
+      'pod gone after the job failed',
+      async () => (await getPod('busy-lost')) === undefined,
+      30_000,
+    );
+    assert.ok((await events('busy-lost')).some((e) => e.reason === 'RunnerGone'));
+  });
+
   test('403 on removal: treated as unregistered, with a Warning', async () => {
     const runner = await registeredPod('forbidden');
     double.injectFault({

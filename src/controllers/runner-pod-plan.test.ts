@@ -464,6 +464,73 @@ describe('graceful stop on deletion', () => {
     assert.ok(r.final.annotations?.['actions-runner/runner-completion-wait-start-timestamp']);
     assert.equal(r.final.mark !== 'clear' && r.final.mark?.reason, 'runner-busy');
   });
+
+  describe('a pod that never reports its runner exiting (lost node) after a 422', () => {
+    const waiting = (waitAgo: number) =>
+      deleting({
+        startedAt: NOW - 10 * MIN,
+        annotations: {
+          'actions-runner/id': '7',
+          'actions-runner/runner-completion-wait-start-timestamp': rfc3339(NOW - waitAgo),
+        },
+      });
+
+    test('within the retry delay: waits, GitHub is not asked', () => {
+      const r = drive(waiting(S.unregistrationRetryDelayMs - 1000), { list: () => listing([]) });
+      assert.equal(r.final.kind, 'settle');
+      assert.deepEqual(r.lists, []);
+      assert.deepEqual(r.removed, []);
+    });
+
+    test('still listed busy after the delay: keeps waiting, no removal', () => {
+      const r = drive(waiting(2 * MIN), {
+        list: (nb) => listing([runner(7, NAME, { busy: true })], nb ?? NOW),
+      });
+      assert.equal(r.final.kind, 'settle');
+      assert.equal(
+        r.final.kind === 'settle' && r.final.mark !== 'clear' && r.final.mark?.reason,
+        'runner-busy',
+      );
+      assert.deepEqual(r.removed, []);
+    });
+
+    test('listed idle after the delay (its job failed when it lost contact): removed, pod released', () => {
+      const r = drive(waiting(2 * MIN), {
+        list: (nb) => listing([runner(7, NAME, { status: 'offline', busy: false })], nb ?? NOW),
+      });
+      assert.deepEqual(r.removed, [7]);
+      assert.equal(r.final.kind, 'remove-finalizer');
+    });
+
+    test('gone from GitHub after the delay (the ephemeral runner was removed with its job): released without a removal', () => {
+      const r = drive(waiting(2 * MIN), { list: (nb) => listing([], nb ?? NOW) });
+      assert.deepEqual(r.removed, []);
+      assert.equal(r.final.kind, 'remove-finalizer');
+      assert.ok(r.events.includes('Normal:RunnerGone'));
+    });
+
+    test('a list from before the wait began does not count: a fresh one is asked for', () => {
+      const since = NOW - 2 * MIN;
+      const r = drive(waiting(2 * MIN), {
+        list: (nb) =>
+          nb === undefined ? listing([], since - 1000) : listing([runner(7, NAME, { busy: true })], nb),
+      });
+      assert.equal(r.lists[0], since);
+      assert.equal(r.final.kind, 'settle');
+      assert.deepEqual(r.removed, []);
+    });
+
+    test('a static runner is not affected (row 7a keeps waiting)', () => {
+      const p = waiting(2 * MIN);
+      p.spec!.containers![0]!.env = [
+        { name: 'RUNNER_ORG', value: 'acme' },
+        { name: 'RUNNER_EPHEMERAL', value: 'false' },
+      ];
+      const r = drive(p, { list: (nb) => listing([], nb ?? NOW) });
+      assert.equal(r.final.kind, 'settle');
+      assert.deepEqual(r.removed, []);
+    });
+  });
 });
 
 describe('without usable GitHub credentials (item 5)', () => {

@@ -2,6 +2,7 @@ import { type GitHubScope, resolveScope } from '../github/scope.ts';
 import { formatDuration } from '../runtime/duration.ts';
 import type { EventType } from '../runtime/events.ts';
 import {
+  ANNOTATION_COMPLETION_WAIT_START,
   ANNOTATION_CREDS_SECRET,
   ANNOTATION_LAST_REGISTRATION_CHECK,
   ANNOTATION_RUNNER_ID,
@@ -707,25 +708,57 @@ function planStop(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerPodStep |
   switch (step.kind) {
     case 'done':
       return complete(input, undefined, `graceful stop: row ${step.row} (${step.reason})`);
-    case 'wait':
-      return {
-        kind: 'settle',
-        requeueAfterMs: step.requeueAfterMs,
-        ...(step.reason === 'waiting-for-job'
-          ? {
-              mark: {
-                reason: 'runner-busy',
-                event: normal(
-                  'RunnerBusy',
-                  `Runner ${f.name} is running a job; waiting for it to finish before removing the pod`,
-                ),
-              },
-            }
-          : {}),
-      };
+    case 'wait': {
+      if (step.reason === 'waiting-for-job' && jobOverWhileWaiting(input, f)) {
+        const need = ensureListing(
+          input,
+          f,
+          Date.parse(f.annotations[ANNOTATION_COMPLETION_WAIT_START]!),
+          () => waitStep(f, step.requeueAfterMs, step.reason),
+        );
+        if (need.kind === 'step') return need.step;
+        if (!input.learned.listing!.byId(runnerId)?.busy) return planRemoval(input, f, runnerId);
+      }
+      return waitStep(f, step.requeueAfterMs, step.reason);
+    }
     case 'remove':
       return planRemoval(input, f, step.runnerId);
   }
+}
+
+/**
+ * Row 7 waits for an ephemeral runner's container to exit after the job it was found busy with. A
+ * pod on a lost node never reports that exit: once the wait has lasted a retry delay, GitHub's list
+ * decides instead. Listed idle or not at all, the job is over (done, or failed when the runner lost
+ * contact), so GitHub is asked again; its 422 still protects a job taken meanwhile.
+ */
+function jobOverWhileWaiting(input: RunnerPodPlanInput, f: RunnerPodFacts): boolean {
+  const since = Date.parse(f.annotations[ANNOTATION_COMPLETION_WAIT_START] ?? '');
+  return (
+    f.ephemeral && !Number.isNaN(since) && input.now >= since + input.settings.unregistrationRetryDelayMs
+  );
+}
+
+function waitStep(
+  f: RunnerPodFacts,
+  requeueAfterMs: number,
+  reason: 'waiting-for-registration' | 'waiting-for-job',
+): RunnerPodStep {
+  return {
+    kind: 'settle',
+    requeueAfterMs,
+    ...(reason === 'waiting-for-job'
+      ? {
+          mark: {
+            reason: 'runner-busy',
+            event: normal(
+              'RunnerBusy',
+              `Runner ${f.name} is running a job; waiting for it to finish before removing the pod`,
+            ),
+          },
+        }
+      : {}),
+  };
 }
 
 /**
