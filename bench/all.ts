@@ -1,12 +1,13 @@
 /**
  * `make bench`: every benchmark, one after the other (they share the machine's two cores), each
- * printing JSON lines; the lines go to stdout and to out/bench/results.jsonl, then bench/report.ts
- * rewrites the README's table from them.
+ * printing JSON lines; the lines go to stdout and to bench/results.jsonl (committed with the README, so
+ * the table can be checked against the lines it came from), then bench/report.ts rewrites the README's
+ * table from them.
  *
  *   node bench/all.ts [--only startup,cold-start,fleet,runtime,github,autoscale] [--profile]
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -39,9 +40,7 @@ process.on('exit', () => {
 });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
 
-const out = path.join(root, 'out', 'bench');
-mkdirSync(out, { recursive: true });
-const results = path.join(out, 'results.jsonl');
+const results = path.join(root, 'bench', 'results.jsonl');
 // A partial run (--only) keeps the other benchmarks' last lines, so the table stays whole.
 const kept = existsSync(results)
   ? readFileSync(results, 'utf8')

@@ -9,6 +9,7 @@
  *
  *   node bench/cold-start.ts [--runs runnerdeployment:100,runnerset:1000] [--restarts N] [--json] [--profile]
  */
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -81,6 +82,8 @@ for (const { kind, runners } of fleetRuns(values)) {
         githubRequestsByRoute: r.githubRequestsByRoute,
         rssAfter10sMiB: r.rssAfterSettleMiB,
         fleetUpSeconds,
+        loadAverage1m: Math.round(os.loadavg()[0]! * 100) / 100,
+        cpus: os.cpus().length,
         ...(heapSnapshot ? { profile: { heapSnapshot } } : {}),
       })}\n`,
     );

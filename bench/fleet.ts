@@ -15,6 +15,7 @@
  * Replacement latency is the same measure for both kinds: from an ephemeral runner exiting after its
  * job to the next new runner pod the simulated kubelet sees (the pod object created, not yet Running).
  */
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -84,6 +85,12 @@ for (const { kind, runners } of fleetRuns(values)) {
       controllerRssMiB: s.controller.rssMiB,
       controllerRssSteadyMiB: s.controller.rssSteadyMiB ?? null,
       controllerRssPeakMiB: s.controller.rssPeakMiB ?? null,
+      controllerRssAnonMiB: s.controller.rssAnonMiB ?? null,
+      controllerRssFileMiB: s.controller.rssFileMiB ?? null,
+      controllerCpuSeconds: s.controller.cpuSeconds ?? null,
+      // The machine's load over the last minute: latency figures on a shared 2-core machine depend on it.
+      loadAverage1m: Math.round(os.loadavg()[0]! * 100) / 100,
+      cpus: os.cpus().length,
       jobsCompleted: s.jobs.completed,
       // Queued but not started when the run ends: the fleet falling behind the load.
       jobsWaitingAtEnd: s.jobs.created - s.jobs.started,

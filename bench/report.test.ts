@@ -28,3 +28,43 @@ test('each figure is read from its own line, compared with its target, and a mis
   assert.equal(missing.met, null);
   assert.equal(row('replacement p99, 100 runners (RunnerSet)').target, undefined, 'measured only');
 });
+
+test('an unmet target says why from what was measured; a met one says nothing', () => {
+  const rows = evaluate([
+    { bench: 'startup', idleRssMiB: 98, nodeFloorRssMiB: 64.6 },
+    {
+      kind: 'RunnerDeployment',
+      runners: 100,
+      controllerRssSteadyMiB: 116.6,
+      controllerRssAnonMiB: 60.2,
+      controllerRssFileMiB: 56.4,
+    },
+    {
+      kind: 'RunnerDeployment',
+      runners: 1000,
+      controllerRssPeakMiB: 140,
+      replacementLatencyMsP99: 1686,
+      loadAverage1m: 3.5,
+      cpus: 2,
+      controllerCpuSeconds: 40,
+      measuredSeconds: 300,
+    },
+    {
+      bench: 'cold-start',
+      kind: 'RunnerDeployment',
+      runners: 100,
+      startToReadyMs: 350,
+      startToReadyMsSamples: [280, 350, 420],
+    },
+  ]);
+  const row = (prefix: string) => rows.find((r) => r.figure.startsWith(prefix))!;
+  const steady = row('controller RSS, steady, 100').why ?? '';
+  assert.match(steady, /64\.6 MiB on this machine, which leaves 5\.4 MiB/);
+  assert.match(steady, /60\.2 MiB were anonymous .* 56\.4 MiB file-backed/);
+  assert.equal(row('controller peak RSS, 1,000').why, undefined, 'met: no explanation');
+  assert.match(
+    row('replacement p99, 1,000').why ?? '',
+    /load average of 3\.5 on 2 cores.*40 s of CPU in 300 s/,
+  );
+  assert.match(row('cold start, 100').why ?? '', /Samples: 280, 350, 420 ms/);
+});

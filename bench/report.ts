@@ -1,10 +1,10 @@
 /**
  * The README's benchmark table, from the JSON lines the benchmarks printed (`make bench` writes them
- * to out/bench/results.jsonl): each figure with its target, its value and whether it is met, and the
+ * to bench/results.jsonl): each figure with its target, its value and whether it is met, and the
  * machine it ran on. Replaces the part of README.md between the two markers below and prints one
  * JSON line per figure. Figures whose benchmark did not run say so.
  *
- *   node bench/report.ts [out/bench/results.jsonl] [--no-readme]
+ *   node bench/report.ts [bench/results.jsonl] [--no-readme]
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -26,7 +26,44 @@ interface Figure {
   unit: string;
   /** `max`: the value must be at most `limit` (`strict`: below it); undefined: measured only. */
   target?: { max: number; strict?: boolean } | undefined;
+  /** When the target is not met: why, from what the lines measured, and what would meet it. */
+  why?: (line: Line, lines: Line[]) => string;
 }
+
+const fixed = (x: unknown, digits = 1) =>
+  typeof x === 'number' ? x.toLocaleString('en', { maximumFractionDigits: digits }) : '?';
+
+/** The measured split of paddock's memory against a bare Node.js process, for an unmet memory target. */
+const memoryWhy =
+  (limit: number) =>
+  (line: Line, lines: Line[]): string => {
+    const floor = lines.filter((l) => l.bench === 'startup').at(-1)?.nodeFloorRssMiB;
+    const split =
+      typeof line.controllerRssAnonMiB === 'number'
+        ? ` At the end of the run ${fixed(line.controllerRssAnonMiB)} MiB were anonymous (V8 heap, paddock's caches) and ${fixed(line.controllerRssFileMiB)} MiB file-backed (the node binary's own pages, which any Node.js process maps).`
+        : '';
+    const base =
+      typeof floor === 'number'
+        ? ` A bare Node.js 24 process with an HTTPS client and an HTTP server, no paddock code, is ${fixed(floor)} MiB on this machine, which leaves ${fixed(limit - floor)} MiB under the target for paddock's code, heap and caches.`
+        : ' The floor (bare Node.js) was not measured in this set: `make bench ARGS="--only startup"`.';
+    return `${base}${split} Meeting it needs a runtime with a smaller resident base than Node.js, not leaner caches; \`make bench ARGS="--only fleet --profile"\` writes the heap snapshot and CPU profile that show where the rest goes.`;
+  };
+
+/** The machine's load when a latency figure was measured, for an unmet latency target. */
+const latencyWhy = (line: Line): string => {
+  const load =
+    typeof line.loadAverage1m === 'number'
+      ? ` Measured with a load average of ${fixed(line.loadAverage1m, 2)} on ${fixed(line.cpus, 0)} cores, shared with kube-apiserver, etcd and the simulated fleet.`
+      : '';
+  const cpu =
+    typeof line.controllerCpuSeconds === 'number' && typeof line.measuredSeconds === 'number'
+      ? ` paddock itself used ${fixed(line.controllerCpuSeconds)} s of CPU in ${fixed(line.measuredSeconds, 0)} s.`
+      : '';
+  const samples = Array.isArray(line.startToReadyMsSamples)
+    ? ` Samples: ${(line.startToReadyMsSamples as number[]).map((x) => fixed(x, 0)).join(', ')} ms.`
+    : '';
+  return `${load}${cpu}${samples} A latency target is only meaningful on a quiet machine: rerun this benchmark alone (\`make bench ARGS="--only …"\`), with \`--profile\` for the CPU profile.`.trim();
+};
 
 const isFleet = (kind: string, runners: number) => (l: Line) =>
   l.kind === kind && l.runners === runners && l.bench === undefined;
@@ -54,6 +91,7 @@ export const FIGURES: Figure[] = [
     value: num('controllerRssSteadyMiB'),
     unit: 'MiB',
     target: { max: 70 },
+    why: memoryWhy(70),
   },
   {
     name: 'controller peak RSS, 1,000 runners under churn (RunnerDeployment)',
@@ -61,6 +99,7 @@ export const FIGURES: Figure[] = [
     value: num('controllerRssPeakMiB'),
     unit: 'MiB',
     target: { max: 150, strict: true },
+    why: memoryWhy(150),
   },
   {
     name: 'cold start, 100 runner pods: start → ready',
@@ -68,6 +107,7 @@ export const FIGURES: Figure[] = [
     value: num('startToReadyMs'),
     unit: 'ms',
     target: { max: 300 },
+    why: latencyWhy,
   },
   {
     name: 'cold start, 1,000 runner pods and 1,000 StatefulSets: start → ready',
@@ -75,6 +115,7 @@ export const FIGURES: Figure[] = [
     value: num('startToReadyMs'),
     unit: 'ms',
     target: { max: 2000, strict: true },
+    why: latencyWhy,
   },
   {
     name: 'GitHub requests in the first 10 s after a restart, 1,000 runners (a listing is 10 pages)',
@@ -89,6 +130,7 @@ export const FIGURES: Figure[] = [
     value: num('replacementLatencyMsP99'),
     unit: 'ms',
     target: { max: 1000, strict: true },
+    why: latencyWhy,
   },
   {
     name: 'replacement p99, 100 runners (RunnerSet)',
@@ -154,7 +196,16 @@ export function evaluate(lines: Line[]) {
     const value = line ? (f.value(line) ?? null) : null;
     const met =
       value === null || !f.target ? null : f.target.strict ? value < f.target.max : value <= f.target.max;
-    return { figure: f.name, target: f.target, value, unit: f.unit, met, ran: line !== undefined };
+    const why = met === false && line && f.why ? f.why(line, lines).trim() : undefined;
+    return {
+      figure: f.name,
+      target: f.target,
+      value,
+      unit: f.unit,
+      met,
+      ran: line !== undefined,
+      ...(why ? { why } : {}),
+    };
   });
 }
 
@@ -179,6 +230,8 @@ function render(rows: ReturnType<typeof evaluate>, when: string): string {
         } | ${r.met === null ? '—' : r.met ? 'yes' : '**no**'} |`,
     ),
     '',
+    ...rows.flatMap((r) => (r.why ? [`- **${r.figure}** not met: ${r.why}`] : [])),
+    ...(rows.some((r) => r.why) ? [''] : []),
     END,
   ];
   return out.join('\n');
@@ -186,7 +239,7 @@ function render(rows: ReturnType<typeof evaluate>, when: string): string {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const args = process.argv.slice(2);
-  const file = args.find((a) => !a.startsWith('--')) ?? path.join(root, 'out', 'bench', 'results.jsonl');
+  const file = args.find((a) => !a.startsWith('--')) ?? path.join(root, 'bench', 'results.jsonl');
   const lines = readFileSync(file, 'utf8')
     .split('\n')
     .filter((l) => l.startsWith('{'))

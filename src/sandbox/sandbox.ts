@@ -183,6 +183,11 @@ export interface SandboxSummary {
     rssSteadyMiB?: number | null;
     /** The kernel's peak resident set (VmHWM), including start-up. */
     rssPeakMiB?: number | null;
+    /** Resident now, anonymous (V8 heap, caches) and file-backed (the node binary's pages). */
+    rssAnonMiB?: number | null;
+    rssFileMiB?: number | null;
+    /** CPU time paddock used since it started (user + system). */
+    cpuSeconds?: number | null;
     exitCode: number | null;
   };
   pods: { seen: number; started: number };
@@ -219,11 +224,28 @@ function percentile(values: number[], p: number): number | null {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? null;
 }
 
-function rssMiB(pid: number | undefined, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): number | null {
+function rssMiB(
+  pid: number | undefined,
+  field: 'VmRSS' | 'VmHWM' | 'RssAnon' | 'RssFile' = 'VmRSS',
+): number | null {
   if (!pid) return null;
   try {
     const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Math.round((Number(m[1]) / 1024) * 10) / 10 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** CPU time (user + system) the process has used, from /proc/PID/stat. */
+function cpuSecondsOf(pid: number | undefined): number | null {
+  if (!pid) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) in parentheses; utime and stime are 14 and 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return Number.isFinite(ticks) ? Math.round((ticks / 100) * 10) / 10 : null;
   } catch {
     return null;
   }
@@ -1124,6 +1146,10 @@ export class Sandbox {
         rssMiB: this.peakRss || this.controllerRssMiB(),
         rssSteadyMiB: this.steadyRssMiB(),
         rssPeakMiB: rssMiB(this.paddock?.pid, 'VmHWM'),
+        // Where the resident memory is now: node's own binary and libraries (file) or heap and caches.
+        rssAnonMiB: rssMiB(this.paddock?.pid, 'RssAnon'),
+        rssFileMiB: rssMiB(this.paddock?.pid, 'RssFile'),
+        cpuSeconds: cpuSecondsOf(this.paddock?.pid),
         exitCode: null,
       },
       pods: { seen: stats?.podsSeen ?? 0, started: stats?.podsStarted ?? 0 },
