@@ -21,6 +21,8 @@ function fakeApi(opts: { maxReplicas?: number } = {}) {
     gets: 0,
     patches: 0,
     failNext: 0,
+    /** Every patch is refused as invalid (a validation rule), whatever the generation. */
+    refuse: false,
     /** Resolved by the test to let the in-flight patch finish. */
     hold: undefined as Promise<void> | undefined,
     get object() {
@@ -45,6 +47,9 @@ function fakeApi(opts: { maxReplicas?: number } = {}) {
       if (api.failNext > 0) {
         api.failNext--;
         throw new KubeError({ code: 503, reason: 'ServiceUnavailable', message: 'etcd is down' });
+      }
+      if (api.refuse) {
+        throw new KubeError({ code: 422, reason: 'Invalid', message: 'spec.capacityReservations: Too many' });
       }
       const ops = o.body as { op: string; path: string; value: unknown }[];
       const t = ops.find((x) => x.op === 'test')!;
@@ -119,6 +124,24 @@ describe('ReservationWriter', () => {
     w.add(target, c(1));
     await w.idle();
     assert.deepEqual(names(api.object), ['job-2@o/r']);
+  });
+
+  test('a change the API server keeps refusing is dropped, and the queue behind it moves on', {
+    timeout: 10_000,
+  }, async () => {
+    const clock = new FakeClock();
+    const { api, http } = fakeApi();
+    const w = new ReservationWriter({ http, clock, log, queueLimit: 2 });
+    api.refuse = true;
+    w.add(target, q(1));
+    await w.idle();
+    assert.equal(api.patches, 5, 'read again and tried as for a conflict, then given up');
+    assert.equal(w.depth, 0, 'nothing held');
+    api.refuse = false;
+    assert.equal(w.add(target, q(2)), true);
+    assert.equal(w.add(target, q(3)), true);
+    await w.idle();
+    assert.deepEqual(names(api.object), ['job-2@o/r', 'job-3@o/r']);
   });
 
   test('a completion that came first wins over a late queued of the same job', async () => {

@@ -21,7 +21,8 @@ import {
  * together: one job is never 3 s late, and a burst still costs few writes. A patch is conditional
  * on the HRA's `metadata.generation` (status writes leave it alone, edits of the spec do not), so
  * a concurrent edit is read again instead of overwritten. Failed writes are retried after 1, 2, 4,
- * 8 then 16 s, with the deliveries that arrived meanwhile; other HRAs do not wait.
+ * 8 then 16 s, with the deliveries that arrived meanwhile; other HRAs do not wait. A change the API
+ * server keeps refusing (422 after every fresh read) is dropped with a Warning log, not retried.
  *
  * A `completed` delivery is remembered for an hour: a `queued` delivery of the same job that
  * arrives after it (GitHub does not promise order) adds nothing. A release by the repair pass is
@@ -74,7 +75,7 @@ export class ReservationWriter {
           | undefined) ??
         new Counter({
           name: 'paddock_capacity_reservation_writes_total',
-          help: 'Patches of HorizontalRunnerAutoscaler capacity reservations by result (written, unchanged, conflict, failed, gone)',
+          help: 'Patches of HorizontalRunnerAutoscaler capacity reservations by result (written, unchanged, conflict, failed, gone, refused)',
           labelNames: ['result'],
           registers: [opts.registry],
         });
@@ -222,7 +223,18 @@ export class ReservationWriter {
           return;
         }
         // A failed `test` is the API server's 422: someone changed the spec since we read it.
-        if (!isInvalid(err) || attempt >= CONFLICT_TRIES) throw err;
+        if (!isInvalid(err)) throw err;
+        if (attempt >= CONFLICT_TRIES) {
+          // Still refused after as many fresh reads: no conflict but a change the API server will
+          // never accept (a validation rule). Retrying would hold these deliveries, and the queue
+          // behind them, forever; the scaler's repair pass reconciles reservations from GitHub's jobs.
+          this.writes?.inc({ result: 'refused' });
+          log.warn(
+            { err: toKubeError(err).message, jobs: ops.length },
+            'the API server refuses these capacity reservations; their deliveries are dropped',
+          );
+          return;
+        }
         this.writes?.inc({ result: 'conflict' });
         state.written = undefined;
         hra = undefined;
