@@ -35,21 +35,59 @@ describe('InvariantMonitor', () => {
     assert.match(m.violations[0]!.evidence, /pod p on n1 Terminating for 120 s/);
   });
 
-  test('a shortfall counts only the time no fault explains', () => {
+  test('a runner short is fine while its slot was emptied within the bound, outside faults', () => {
     const m = new InvariantMonitor(limits);
-    m.excuse(T + 10_000, T + 70_000, 'GitHub answering 502');
-    m.fleet(T, 10, 9);
-    m.fleet(T + 100_000, 10, 9); // 100 s below, 60 s excused: 40 s
+    m.fleet(T, 10, 10); // the first sample opens the desired slots, filled at once
+    m.vacancy(T + 1000);
+    m.fleet(T + 30_000, 10, 9);
+    m.fleet(T + 61_000, 10, 9); // emptied 60 s ago: still within the bound
     assert.equal(m.violations.length, 0);
-    m.fleet(T + 125_000, 10, 9); // 65 s unexplained
+    m.fleet(T + 62_000, 10, 9);
     assert.equal(m.violations.length, 1);
     assert.equal(m.violations[0]!.invariant, 'fleet-below-desired');
+    assert.match(m.violations[0]!.evidence, /9 of 10 runners live: 1 short, but only 0 slots/);
     m.fleet(T + 200_000, 10, 9);
     assert.equal(m.violations.length, 1, 'one episode, one violation');
     m.fleet(T + 210_000, 10, 10);
-    m.fleet(T + 211_000, 10, 9);
+    m.vacancy(T + 211_000);
     m.fleet(T + 272_000, 10, 9);
     assert.equal(m.violations.length, 2, 'a new episode is judged afresh');
+  });
+
+  test('steady churn (slots emptied and refilled all the time) is no shortfall; a stalled refill is', () => {
+    const m = new InvariantMonitor(limits);
+    m.fleet(T, 250, 250);
+    // Three runners leave every second and are replaced within about five: ~15 short at any time.
+    for (let t = 1; t <= 300; t++) {
+      m.vacancy(T + t * 1000, 3);
+      if (t % 5 === 0) m.fleet(T + t * 1000, 250, 235);
+    }
+    assert.equal(m.violations.length, 0);
+    // Replacements stop: the shortfall grows past what the last minute's departures explain.
+    for (let t = 301; t <= 400; t++) {
+      m.vacancy(T + t * 1000, 3);
+      if (t % 5 === 0) m.fleet(T + t * 1000, 250, 235 - 3 * (t - 300));
+    }
+    assert.equal(m.violations.length, 1);
+  });
+
+  test('time in an excused window does not age an empty slot; a raised desired count opens slots', () => {
+    const m = new InvariantMonitor(limits);
+    m.fleet(T, 10, 10);
+    m.excuse(T + 10_000, T + 70_000, 'GitHub answering 502');
+    m.vacancy(T + 5000);
+    m.fleet(T + 100_000, 10, 9); // 95 s since, 60 s excused: 35 s
+    m.fleet(T + 125_000, 10, 9); // 60 s
+    assert.equal(m.violations.length, 0);
+    m.fleet(T + 126_000, 10, 9);
+    assert.equal(m.violations.length, 1);
+    const raised = new InvariantMonitor(limits);
+    raised.fleet(T, 10, 10);
+    raised.fleet(T + 5000, 15, 10);
+    raised.fleet(T + 60_000, 15, 10);
+    assert.equal(raised.violations.length, 0, 'five new slots, 55 s old');
+    raised.fleet(T + 70_000, 15, 12);
+    assert.equal(raised.violations.length, 1, 'three of them still empty after 65 s');
   });
 
   test('takeover beyond lease duration + renew deadline', () => {

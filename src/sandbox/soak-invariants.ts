@@ -81,10 +81,13 @@ export function coveredMs(
 export class InvariantMonitor {
   private readonly found: Violation[] = [];
   private readonly reportedPods = new Set<string>();
-  /** Since when the fleet has been below its desired count (undefined: it is not). */
-  private belowSince: number | undefined;
+  /**
+   * Slots of the fleet left empty, with when: a runner exited, a live runner's pod went, the
+   * desired count rose. Dropped once older than the bound outside excused windows.
+   */
+  private vacancies: { at: number; count: number }[] = [];
+  private lastDesired: number | undefined;
   private belowReported = false;
-  private belowDetail = '';
   /** Windows in which a shortfall is excused: GitHub failing, the control plane or paddock down. */
   private readonly excused: { from: number; to: number; why: string }[] = [];
   private readonly rss = new Map<string, RssSample[]>();
@@ -155,25 +158,35 @@ export class InvariantMonitor {
     }
   }
 
-  /** The fleet now: the owner's desired count and the runners taking jobs. */
+  /** `count` slots of the fleet were left empty at `at` (a runner exited, a live runner's pod went). */
+  vacancy(at: number, count = 1): void {
+    if (count > 0) this.vacancies.push({ at, count });
+  }
+
+  /**
+   * The fleet now: the owner's desired count and the runners taking jobs. Ephemeral runners leave
+   * all the time, so the fleet is rarely whole; what must hold is that no slot stays empty longer
+   * than the bound (time in excused windows not counted). Every slot emptied within the bound
+   * explains one runner short; a shortfall larger than that means some slot has been empty longer.
+   */
   fleet(now: number, desired: number, live: number): void {
-    if (live >= desired) {
-      this.belowSince = undefined;
+    if (desired > (this.lastDesired ?? 0)) this.vacancy(now, desired - (this.lastDesired ?? 0));
+    this.lastDesired = desired;
+    const age = (v: { at: number }) => now - v.at - coveredMs(v.at, now, this.excused);
+    this.vacancies = this.vacancies.filter((v) => age(v) <= this.limits.replacementBoundMs);
+    const recent = this.vacancies.reduce((n, v) => n + v.count, 0);
+    const short = desired - live;
+    if (short <= recent) {
       this.belowReported = false;
       return;
     }
-    this.belowSince ??= now;
-    this.belowDetail = `${live} of ${desired}`;
     if (this.belowReported) return;
-    const unexcused = now - this.belowSince - coveredMs(this.belowSince, now, this.excused);
-    if (unexcused > this.limits.replacementBoundMs) {
-      this.belowReported = true;
-      this.violate(
-        'fleet-below-desired',
-        now,
-        `fleet below desired since ${new Date(this.belowSince).toISOString()} (${this.belowDetail} runners live; ${Math.round(unexcused / 1000)} s not explained by a fault, bound ${this.limits.replacementBoundMs / 1000} s)`,
-      );
-    }
+    this.belowReported = true;
+    this.violate(
+      'fleet-below-desired',
+      now,
+      `${live} of ${desired} runners live: ${short} short, but only ${recent} slots were emptied in the last ${this.limits.replacementBoundMs / 1000} s outside faults; a slot has stayed empty longer`,
+    );
   }
 
   /** From the leader's death to another replica acting. */

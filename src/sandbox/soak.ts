@@ -83,6 +83,8 @@ export class Soak {
   private readonly forceDeleteMs: number;
   private readonly registrationTimeoutMs: number;
   private rssFirst: number | null = null;
+  /** Pods whose runner registered and has not left yet, as the node agent reported them. */
+  private readonly liveRunnerPods = new Set<string>();
   private stopping = false;
   private stopped: Promise<void> | undefined;
 
@@ -185,7 +187,19 @@ export class Soak {
   /** Observations for the monitor: agent events as they come, the API server and RSS every few seconds. */
   private watch(): void {
     const sb = this.sandbox;
+    // A registered runner leaving (its runner exited, its pod went) empties a slot of the fleet.
+    const track = (e: NodeAgentEvent, record: boolean) => {
+      if (e.type === 'runner-registered') this.liveRunnerPods.add(e.pod);
+      if (
+        (e.type === 'runner-exited' || e.type === 'pod-deleting') &&
+        this.liveRunnerPods.delete(e.pod) &&
+        record
+      )
+        this.monitor.vacancy(e.at);
+    };
+    for (const e of sb.events) track(e, false);
     sb.agent?.on((e: NodeAgentEvent) => {
+      track(e, true);
       if (e.type === 'job-cancelled' && e.jobId !== undefined) {
         this.monitor.jobCancelled({
           at: e.at,
@@ -361,6 +375,9 @@ export class Soak {
       case 'node-loss': {
         const node = await sb.loseBusiestNode();
         if (!node) throw new Error('no node to lose');
+        const lost = [...this.liveRunnerPods].filter((p) => sb.agent?.pod(p)?.node === node);
+        for (const p of lost) this.liveRunnerPods.delete(p);
+        this.monitor.vacancy(now, lost.length);
         // Its pods stay until Kubernetes evicts them (5 min NoExecute toleration), then paddock frees them.
         this.monitor.excuse(now, now + 300_000 + this.forceDeleteMs + bound, `node ${node} lost`);
         say(`node ${node} stopped responding`);
