@@ -64,7 +64,7 @@ export interface GitHubTransportOptions {
   installationTokenRenewBeforeMs?: number | undefined;
   /** After a 401 that a fresh token did not fix, refuse calls this long without sending (default 60 s). */
   invalidCredentialsHoldMs?: number | undefined;
-  /** ETag cache size in entries (default 2,000 pages). */
+  /** ETag cache size in entries (default 1,000 pages). */
   conditionalCacheEntries?: number | undefined;
   userAgent?: string | undefined;
   /** Jitter source in [0, 1); 0.5 gives exact doubling. */
@@ -75,6 +75,18 @@ interface CachedAnswer {
   etag: string;
   data: unknown;
   headers: Record<string, string>;
+}
+
+/**
+ * The headers of a stored answer that a 304 does not repeat and callers read (pagination, polling
+ * hints); the rest (rate limit, date, CORS, …) would only take memory in every entry.
+ */
+const KEPT_HEADERS = ['link', 'cache-control'] as const;
+
+function keptHeaders(headers: Record<string, string>): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const h of KEPT_HEADERS) if (headers[h] !== undefined) kept[h] = headers[h];
+  return kept;
 }
 
 /** Least-recently-used map, bounded by entries. */
@@ -195,7 +207,7 @@ export class GitHubTransport {
     this.maxRetryDelayMs = options.maxRetryDelayMs ?? 30_000;
     this.invalidCredentialsHoldMs = options.invalidCredentialsHoldMs ?? 60_000;
     this.random = options.random ?? Math.random;
-    this.cache = new ConditionalCache(options.conditionalCacheEntries ?? 2000);
+    this.cache = new ConditionalCache(options.conditionalCacheEntries ?? 1000);
     const metrics = this.metrics;
     const credential = this.credentialId;
     this.budget = new RateLimitBudget({
@@ -435,7 +447,7 @@ export class GitHubTransport {
       this.budget.observe(resHeaders, resource);
       this.count(options.route, res.status, false);
       if (cacheKey !== undefined && resHeaders.etag) {
-        this.cache.set(cacheKey, { etag: resHeaders.etag, data: res.data, headers: resHeaders });
+        this.cache.set(cacheKey, { etag: resHeaders.etag, data: res.data, headers: keptHeaders(resHeaders) });
       }
       return {
         ok: true,
@@ -460,7 +472,7 @@ export class GitHubTransport {
         }
         // A 304 revalidates the stored answer; its headers (rate limit, cache-control) are newer.
         const merged = { ...cached.headers, ...resHeaders };
-        this.cache.set(cacheKey, { ...cached, headers: merged });
+        this.cache.set(cacheKey, { ...cached, headers: keptHeaders(merged) });
         return { ok: true, response: { status: 200, data: cached.data, headers: merged, notModified: true } };
       }
       return this.failure(options.route, err, resource);

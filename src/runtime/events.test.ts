@@ -40,3 +40,40 @@ test('Event writes wait their turn (4 at once) and a backlog beyond 1,000 is dro
   assert.equal(most, 4);
   assert.equal(recorder.writes, 1004);
 });
+
+test('series are forgotten past their window, and beyond the limit the least recently observed go first', async () => {
+  let creates = 0;
+  const http = {
+    async request(method: string) {
+      if (method === 'POST') creates++;
+      return {};
+    },
+  } as unknown as KubeHttp;
+  const clock = new FakeClock();
+  const recorder = new EventRecorder({
+    http,
+    clock,
+    log: pino({ level: 'silent' }),
+    reportingController: 'paddock.dev/test',
+    reportingInstance: 'test',
+    maxTracked: 2,
+    seriesWindowMs: 60_000,
+  });
+  const pod = (name: string) => ({ apiVersion: 'v1', kind: 'Pod', namespace: 'ns', name, uid: name });
+  const record = (name: string) =>
+    recorder.record({ regarding: pod(name), type: 'Normal', reason: 'R', note: 'n' });
+  record('a');
+  record('b');
+  await clock.advance(1000);
+  record('a'); // a repeat: the same series, now the most recently observed
+  record('c'); // over the limit: b goes, not a
+  assert.equal(recorder.tracked, 2);
+  await new Promise((r) => setImmediate(r));
+  const before = creates;
+  record('a');
+  await new Promise((r) => setImmediate(r));
+  assert.equal(creates, before, 'a is still a series: counted, not created again');
+  await clock.advance(61_000);
+  record('d'); // a and c are past their window
+  assert.equal(recorder.tracked, 1);
+});

@@ -96,6 +96,11 @@ export class EventRecorder {
     this.opts = opts;
   }
 
+  /** Series remembered for aggregation (for tests and memory checks). */
+  get tracked(): number {
+    return this.series.size;
+  }
+
   /** Records an event; never throws (a failed Event must not fail a reconcile). */
   record(input: RecordInput): void {
     const regarding = isRef(input.regarding) ? input.regarding : refOf(input.regarding);
@@ -115,6 +120,9 @@ export class EventRecorder {
     if (existing && now - existing.lastObserved <= (this.opts.seriesWindowMs ?? 360_000)) {
       existing.count++;
       existing.lastObserved = now;
+      // Kept in order of last observation, so eviction reads the map from its start.
+      this.series.delete(key);
+      this.series.set(key, existing);
       existing.timer ??= this.opts.clock.setTimer(this.opts.seriesFlushMs ?? 10_000, () => {
         existing.timer = undefined;
         void this.flushSeries(existing);
@@ -144,7 +152,7 @@ export class EventRecorder {
       note,
     });
     this.series.set(key, state);
-    this.evict();
+    this.evict(now);
   }
 
   /** Writes every pending series count now (on shutdown). */
@@ -158,11 +166,16 @@ export class EventRecorder {
     );
   }
 
-  private evict(): void {
+  /**
+   * Forgets series past their window (a repeat starts a new Event anyway) and, beyond
+   * `maxTracked`, the least recently observed: memory follows the last few minutes' Events, not
+   * every object that ever had one.
+   */
+  private evict(now: number): void {
     const max = this.opts.maxTracked ?? 4096;
-    if (this.series.size <= max) return;
-    const oldest = [...this.series.entries()].sort((a, b) => a[1].lastObserved - b[1].lastObserved);
-    for (const [key, s] of oldest.slice(0, this.series.size - max)) {
+    const window = this.opts.seriesWindowMs ?? 360_000;
+    for (const [key, s] of this.series) {
+      if (this.series.size <= max && now - s.lastObserved <= window) break;
       if (s.count > s.flushed) void this.flushSeries(s);
       else s.timer?.cancel();
       this.series.delete(key);

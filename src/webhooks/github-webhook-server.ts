@@ -37,7 +37,8 @@ export interface GitHubWebhookServerOptions {
 const RUNNING = 'webhook server is running\n';
 /** How long a delivery ID is remembered (GitHub lets a delivery be redelivered for 3 days). */
 const DELIVERY_MEMORY_MS = 3 * 24 * 3600_000;
-const DELIVERY_MEMORY_MAX = 100_000;
+/** At most this many (about 2 MiB): at 600 deliveries a minute, the last half hour's. */
+const DELIVERY_MEMORY_MAX = 20_000;
 /** Deliveries being read or handled at once; more are turned away with 503 (bodies can be 25 MiB). */
 const MAX_IN_FLIGHT = 32;
 const HANDLE_TIMEOUT_MS = 10_000;
