@@ -250,6 +250,36 @@ describe('paddock run', () => {
     assert.ok(!p.err().includes('ghp_wrong'));
   });
 
+  test('GitHub rate limiting or failing at start-up: paddock starts anyway and says why', async (t) => {
+    if (!kubeconfig) return t.skip('needs the shared control plane of test/run.ts');
+    const lifted = double.injectSecondaryLimit({
+      route: 'GET /rate_limit',
+      status: 403,
+      retryAfterSeconds: 30,
+    });
+    t.after(lifted);
+    const p = paddock(
+      [
+        'run',
+        '--watch-namespace',
+        ns.name,
+        '--metrics-addr',
+        '0',
+        '--health-probe-addr',
+        '0',
+        '--webhook-addr',
+        '0',
+      ],
+      { KUBECONFIG: kubeconfig, GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl, LOG_LEVEL: 'info' },
+    );
+    children.push(p.child);
+    await eventually('started', async () => p.out().includes('paddock started'), 30_000);
+    assert.match(p.out(), /cannot check the GitHub credentials now; starting anyway/);
+    assert.match(p.out(), /secondary rate limit/);
+    p.child.kill('SIGTERM');
+    assert.equal(await p.exited, 0);
+  });
+
   test('CRDs missing: a clear message and exit code 2', async () => {
     // A fresh API server that has never seen the CRDs.
     const plane = await startControlPlane({ controllerManager: false, log: () => undefined });

@@ -12,6 +12,7 @@ import { DEFAULT_RUNNER_POD_DEFAULTS } from '../controllers/runner-pod-spec.ts';
 import { RunnerReplicaSetReconciler } from '../controllers/runner-replica-set.ts';
 import { RunnerSetReconciler } from '../controllers/runner-set.ts';
 import { VolumeRetentionReconcilers } from '../controllers/volumes.ts';
+import { GitHubApiError } from '../github/errors.ts';
 import {
   GitHubClient,
   type GitHubCredentials,
@@ -337,11 +338,21 @@ export async function startPaddock(
     try {
       await defaultClient.transport.request({ kind: 'read', route: 'GET /rate_limit' });
     } catch (err) {
-      defaultClient.close();
-      manager.http.close();
-      throw new StartupError(
-        `GitHub credentials do not work against ${config.endpoints.apiBaseUrl}: ${(err as Error).message}`,
-      );
+      // GitHub down or rate limiting us says nothing of the credentials: start, and let every call
+      // back off until it answers (a controller that exits then restarts into the same limit helps
+      // no one). Only an answer about the credentials themselves stops the start.
+      if (err instanceof GitHubApiError && err.retryable) {
+        log.warn(
+          { err: err.message, endpoint: err.endpoint },
+          'cannot check the GitHub credentials now; starting anyway, GitHub calls back off until it answers',
+        );
+      } else {
+        defaultClient.close();
+        manager.http.close();
+        throw new StartupError(
+          `GitHub credentials do not work against ${config.endpoints.apiBaseUrl}: ${(err as Error).message}`,
+        );
+      }
     }
   } else {
     log.warn(
