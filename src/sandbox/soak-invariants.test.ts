@@ -32,7 +32,25 @@ describe('InvariantMonitor', () => {
     m.terminating(T + 200_000, pods);
     assert.equal(m.violations.length, 1);
     assert.equal(m.violations[0]!.invariant, 'pod-terminating-too-long');
-    assert.match(m.violations[0]!.evidence, /pod p on n1 Terminating for 120 s/);
+    assert.match(
+      m.violations[0]!.evidence,
+      /pod p on n1 still Terminating 120 s after its grace period ended/,
+    );
+  });
+
+  test('time the control plane was down does not count against a Terminating pod; a lost node does', () => {
+    const m = new InvariantMonitor(limits);
+    m.excuse(T + 10_000, T + 40_000, 'etcd restarted', { controlPlane: true });
+    m.excuse(T, T + 600_000, 'node n1 lost');
+    const pods = [{ name: 'p', deletingSince: T, node: 'n1' }];
+    m.terminating(T + 150_000, pods); // 120 s with the control plane up
+    assert.equal(m.violations.length, 0);
+    m.terminating(T + 151_000, pods);
+    assert.equal(m.violations.length, 1);
+    assert.match(
+      m.violations[0]!.evidence,
+      /151 s after its grace period ended \(121 s with the control plane up\)/,
+    );
   });
 
   test('a runner short is fine while its slot was emptied within the bound, outside faults', () => {

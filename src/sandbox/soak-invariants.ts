@@ -90,6 +90,7 @@ export class InvariantMonitor {
   private belowReported = false;
   /** Windows in which a shortfall is excused: GitHub failing, the control plane or paddock down. */
   private readonly excused: { from: number; to: number; why: string }[] = [];
+  private readonly controlPlaneDown: { from: number; to: number }[] = [];
   private readonly rss = new Map<string, RssSample[]>();
 
   readonly limits: InvariantLimits;
@@ -106,9 +107,14 @@ export class InvariantMonitor {
     this.found.push({ invariant, at, evidence });
   }
 
-  /** A shortfall during [from, to] is not counted against the replacement bound. */
-  excuse(from: number, to: number, why: string): void {
+  /**
+   * A shortfall during [from, to] is not counted against the replacement bound. `controlPlane`:
+   * nobody could act on the cluster then (the API server or etcd down, the leader dead), so the
+   * time does not count against a Terminating pod either.
+   */
+  excuse(from: number, to: number, why: string, opts: { controlPlane?: boolean } = {}): void {
     this.excused.push({ from, to, why });
+    if (opts.controlPlane) this.controlPlaneDown.push({ from, to });
   }
 
   /** A job ended cancelled; `chaos` when a fault (a crashed runner, a lost node) explains it. */
@@ -141,19 +147,23 @@ export class InvariantMonitor {
     );
   }
 
-  /** The pods now Terminating, with when their deletion began. */
+  /**
+   * The pods now Terminating, with their deletionTimestamp (the end of their grace period, from
+   * which paddock's force-delete timeout counts). Time the control plane was down is not counted.
+   */
   terminating(
     now: number,
     pods: readonly { name: string; deletingSince: number; node?: string | undefined }[],
   ): void {
     const limit = this.limits.forceDeleteTimeoutMs + 60_000;
     for (const p of pods) {
-      if (now - p.deletingSince <= limit || this.reportedPods.has(p.name)) continue;
+      const overdue = now - p.deletingSince - coveredMs(p.deletingSince, now, this.controlPlaneDown);
+      if (overdue <= limit || this.reportedPods.has(p.name)) continue;
       this.reportedPods.add(p.name);
       this.violate(
         'pod-terminating-too-long',
         now,
-        `pod ${p.name}${p.node ? ` on ${p.node}` : ''} Terminating for ${Math.round((now - p.deletingSince) / 1000)} s (limit ${limit / 1000} s)`,
+        `pod ${p.name}${p.node ? ` on ${p.node}` : ''} still Terminating ${Math.round((now - p.deletingSince) / 1000)} s after its grace period ended${overdue < now - p.deletingSince ? ` (${Math.round(overdue / 1000)} s with the control plane up)` : ''} (limit ${limit / 1000} s)`,
       );
     }
   }

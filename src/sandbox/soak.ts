@@ -250,9 +250,7 @@ export class Soak {
         .filter((p) => p.metadata.deletionTimestamp)
         .map((p) => ({
           name: p.metadata.name ?? '',
-          deletingSince:
-            Date.parse(p.metadata.deletionTimestamp ?? '') -
-            1000 * (p.metadata.deletionGracePeriodSeconds ?? 0),
+          deletingSince: Date.parse(p.metadata.deletionTimestamp ?? ''),
           node: (p as { spec?: { nodeName?: string } }).spec?.nodeName,
         })),
     );
@@ -297,6 +295,7 @@ export class Soak {
           killedAt,
           killedAt + this.monitor.limits.takeoverBoundMs + 10_000,
           'leader killed',
+          { controlPlane: true },
         );
         this.count(f.kind);
         // The sandbox starts it again (restartReplicas); meanwhile the other replica takes over.
@@ -312,6 +311,7 @@ export class Soak {
           at,
           Date.now() + this.monitor.limits.takeoverBoundMs + 10_000,
           'kube-apiserver restarted',
+          { controlPlane: true },
         );
         this.count(f.kind);
         return;
@@ -320,7 +320,9 @@ export class Soak {
         const at = Date.now();
         await sb.plane!.restartEtcd();
         say(`etcd restarted in ${Date.now() - at} ms`);
-        this.monitor.excuse(at, Date.now() + this.monitor.limits.takeoverBoundMs + 10_000, 'etcd restarted');
+        this.monitor.excuse(at, Date.now() + this.monitor.limits.takeoverBoundMs + 10_000, 'etcd restarted', {
+          controlPlane: true,
+        });
         this.count(f.kind);
         return;
       }
