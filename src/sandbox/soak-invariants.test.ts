@@ -128,6 +128,16 @@ describe('InvariantMonitor', () => {
     );
     assert.match(v[1]!.evidence, /paddock-0#1: RSS grew 60\.0 MiB\/h/);
   });
+
+  test('a standby that takes over grows to a leader once; only growth in the second half is a trend', () => {
+    const m = new InvariantMonitor(limits);
+    // 146 MiB as a standby for 5 min, up to 241 MiB by minute 14 as the leader, then flat.
+    for (let i = 0; i <= 31; i++) {
+      const mib = i < 5 ? 146 : i < 14 ? 146 + ((i - 4) * 95) / 10 : 241 + (i % 2) * 0.4;
+      m.rssSample('paddock-1#2', { at: T + i * 60_000, mib });
+    }
+    assert.deepEqual(m.finish(T + 32 * 60_000, []), []);
+  });
 });
 
 describe('helpers', () => {

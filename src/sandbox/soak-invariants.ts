@@ -222,7 +222,11 @@ export class InvariantMonitor {
     this.rss.set(process, series);
   }
 
-  /** Each process's RSS trend over its settled lifetime (the first fifth dropped: start-up). */
+  /**
+   * Each process's RSS trend over the second half of its life. The first half holds start-up and,
+   * for a standby that takes over, the growth to a leader's working set (caches filled, queues
+   * busy): a one-off step, not a leak. A leak keeps growing through the second half.
+   */
   memoryTrends(): {
     process: string;
     spanMs: number;
@@ -232,7 +236,7 @@ export class InvariantMonitor {
   }[] {
     return [...this.rss].map(([process, samples]) => {
       const span = samples.length ? samples.at(-1)!.at - samples[0]!.at : 0;
-      const settled = samples.filter((s) => s.at >= samples[0]!.at + span / 5);
+      const settled = samples.filter((s) => s.at >= samples[0]!.at + span / 2);
       return {
         process,
         spanMs: span,
