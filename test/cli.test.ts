@@ -128,26 +128,32 @@ describe('paddock run', () => {
     assert.match(p.out(), /env HEALTH_PROBE_ADDR; default :8081\)/);
   });
 
-  test('starts against the control plane and the GitHub double, serves probes, stops on SIGTERM', async (t) => {
-    if (!kubeconfig) return t.skip('needs the shared control plane of test/run.ts');
-    const port = await freePort();
+  /** `paddock run` on this namespace, no listening ports unless `args` name one; resolves once started. */
+  async function startRun(args: string[] = []) {
     const p = paddock(
       [
         'run',
-        '--install-crds',
         '--watch-namespace',
         ns.name,
         '--metrics-addr',
-        `127.0.0.1:${port}`,
+        '0',
         '--health-probe-addr',
         '0',
         '--webhook-addr',
         '0',
+        ...args,
       ],
-      { KUBECONFIG: kubeconfig, GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl, LOG_LEVEL: 'info' },
+      { KUBECONFIG: kubeconfig!, GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl, LOG_LEVEL: 'info' },
     );
     children.push(p.child);
     await eventually('started', async () => p.out().includes('paddock started'), 30_000);
+    return p;
+  }
+
+  test('starts against the control plane and the GitHub double, serves probes, stops on SIGTERM', async (t) => {
+    if (!kubeconfig) return t.skip('needs the shared control plane of test/run.ts');
+    const port = await freePort();
+    const p = await startRun(['--install-crds', '--metrics-addr', `127.0.0.1:${port}`]);
     const line = JSON.parse(
       p
         .out()
@@ -258,22 +264,7 @@ describe('paddock run', () => {
       retryAfterSeconds: 30,
     });
     t.after(lifted);
-    const p = paddock(
-      [
-        'run',
-        '--watch-namespace',
-        ns.name,
-        '--metrics-addr',
-        '0',
-        '--health-probe-addr',
-        '0',
-        '--webhook-addr',
-        '0',
-      ],
-      { KUBECONFIG: kubeconfig, GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl, LOG_LEVEL: 'info' },
-    );
-    children.push(p.child);
-    await eventually('started', async () => p.out().includes('paddock started'), 30_000);
+    const p = await startRun();
     assert.match(p.out(), /cannot check the GitHub credentials now; starting anyway/);
     assert.match(p.out(), /secondary rate limit/);
     p.child.kill('SIGTERM');

@@ -709,12 +709,10 @@ function planStop(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerPodStep |
     case 'done':
       return complete(input, undefined, `graceful stop: row ${step.row} (${step.reason})`);
     case 'wait': {
-      if (step.reason === 'waiting-for-job' && jobOverWhileWaiting(input, f)) {
-        const need = ensureListing(
-          input,
-          f,
-          Date.parse(f.annotations[ANNOTATION_COMPLETION_WAIT_START]!),
-          () => waitStep(f, step.requeueAfterMs, step.reason),
+      const waitedSince = step.reason === 'waiting-for-job' ? longJobWaitStart(input, f) : undefined;
+      if (waitedSince !== undefined) {
+        const need = ensureListing(input, f, waitedSince, () =>
+          waitStep(f, step.requeueAfterMs, step.reason),
         );
         if (need.kind === 'step') return need.step;
         if (!input.learned.listing!.byId(runnerId)?.busy) return planRemoval(input, f, runnerId);
@@ -730,13 +728,14 @@ function planStop(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerPodStep |
  * Row 7 waits for an ephemeral runner's container to exit after the job it was found busy with. A
  * pod on a lost node never reports that exit: once the wait has lasted a retry delay, GitHub's list
  * decides instead. Listed idle or not at all, the job is over (done, or failed when the runner lost
- * contact), so GitHub is asked again; its 422 still protects a job taken meanwhile.
+ * contact), so GitHub is asked again; its 422 still protects a job taken meanwhile. Returns when
+ * the wait began, once it has lasted that long.
  */
-function jobOverWhileWaiting(input: RunnerPodPlanInput, f: RunnerPodFacts): boolean {
+function longJobWaitStart(input: RunnerPodPlanInput, f: RunnerPodFacts): number | undefined {
   const since = Date.parse(f.annotations[ANNOTATION_COMPLETION_WAIT_START] ?? '');
-  return (
-    f.ephemeral && !Number.isNaN(since) && input.now >= since + input.settings.unregistrationRetryDelayMs
-  );
+  const long =
+    f.ephemeral && !Number.isNaN(since) && input.now >= since + input.settings.unregistrationRetryDelayMs;
+  return long ? since : undefined;
 }
 
 function waitStep(

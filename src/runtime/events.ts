@@ -76,6 +76,8 @@ export interface EventRecorderOptions {
 }
 
 const NOTE_LIMIT = 1024;
+/** A repeat of an Event within this long counts in its series instead of making a new Event. */
+const DEFAULT_SERIES_WINDOW_MS = 360_000;
 const MAX_WAITING = 1000;
 
 function isRef(x: KubeObject | ObjectRef): x is ObjectRef {
@@ -117,7 +119,7 @@ export class EventRecorder {
     ]);
     const now = this.opts.clock.now();
     const existing = this.series.get(key);
-    if (existing && now - existing.lastObserved <= (this.opts.seriesWindowMs ?? 360_000)) {
+    if (existing && now - existing.lastObserved <= (this.opts.seriesWindowMs ?? DEFAULT_SERIES_WINDOW_MS)) {
       existing.count++;
       existing.lastObserved = now;
       // Kept in order of last observation, so eviction reads the map from its start.
@@ -173,7 +175,7 @@ export class EventRecorder {
    */
   private evict(now: number): void {
     const max = this.opts.maxTracked ?? 4096;
-    const window = this.opts.seriesWindowMs ?? 360_000;
+    const window = this.opts.seriesWindowMs ?? DEFAULT_SERIES_WINDOW_MS;
     for (const [key, s] of this.series) {
       if (this.series.size <= max && now - s.lastObserved <= window) break;
       if (s.count > s.flushed) void this.flushSeries(s);
