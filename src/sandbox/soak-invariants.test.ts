@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { coveredMs, InvariantMonitor, rssSlopeMiBPerHour } from './soak-invariants.ts';
+import { coveredMs, InvariantMonitor, minuteMaxima, rssSlopeMiBPerHour } from './soak-invariants.ts';
 
 const limits = {
   forceDeleteTimeoutMs: 60_000,
@@ -161,4 +161,19 @@ describe('helpers', () => {
       40,
     );
   });
+});
+
+test('minuteMaxima: the highest sample of each minute, a minute without samples as 0', () => {
+  const at = (s: number) => 1_000_000 + s * 1000;
+  assert.deepEqual(minuteMaxima([]), []);
+  assert.deepEqual(
+    minuteMaxima([
+      { at: at(0), mib: 10 },
+      { at: at(30), mib: 12 },
+      { at: at(59), mib: 11 },
+      { at: at(61), mib: 9 },
+      { at: at(185), mib: 14 },
+    ]),
+    [12, 9, 0, 14],
+  );
 });

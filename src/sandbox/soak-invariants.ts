@@ -41,6 +41,17 @@ export interface RssSample {
   mib: number;
 }
 
+/** The highest sample of each whole minute since the first sample. */
+export function minuteMaxima(samples: readonly RssSample[]): number[] {
+  const out: number[] = [];
+  const start = samples[0]?.at ?? 0;
+  for (const s of samples) {
+    const i = Math.floor((s.at - start) / 60_000);
+    out[i] = Math.max(out[i] ?? 0, s.mib);
+  }
+  return Array.from(out, (x) => x ?? 0);
+}
+
 /** Least-squares slope of the samples in MiB per hour; null with fewer than 3 samples or no span. */
 export function rssSlopeMiBPerHour(samples: readonly RssSample[]): number | null {
   if (samples.length < 3) return null;
@@ -233,6 +244,8 @@ export class InvariantMonitor {
     slopeMiBPerHour: number | null;
     first: number;
     last: number;
+    /** The highest sample of each minute of the process's life: the evidence behind the slope. */
+    minuteMaxMiB: number[];
   }[] {
     return [...this.rss].map(([process, samples]) => {
       const span = samples.length ? samples.at(-1)!.at - samples[0]!.at : 0;
@@ -243,6 +256,7 @@ export class InvariantMonitor {
         slopeMiBPerHour: rssSlopeMiBPerHour(settled),
         first: settled[0]?.mib ?? 0,
         last: settled.at(-1)?.mib ?? 0,
+        minuteMaxMiB: minuteMaxima(samples),
       };
     });
   }

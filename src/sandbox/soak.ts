@@ -83,6 +83,7 @@ export class Soak {
   private readonly forceDeleteMs: number;
   private readonly registrationTimeoutMs: number;
   private rssFirst: number | null = null;
+  private draining = false;
   /** Pods whose runner registered and has not left yet, as the node agent reported them. */
   private readonly liveRunnerPods = new Set<string>();
   private stopping = false;
@@ -232,7 +233,8 @@ export class Soak {
   private async sample(): Promise<void> {
     const sb = this.sandbox;
     const now = Date.now();
-    for (const r of sb.replicaProcesses()) {
+    // The drain deletes the whole fleet at once: a burst of work, not the growth over time judged.
+    for (const r of this.draining ? [] : sb.replicaProcesses()) {
       const mib = rssOf(r.pid);
       if (mib === null) continue;
       this.rssFirst ??= mib;
@@ -446,6 +448,7 @@ export class Soak {
     const runningFor = Date.now() - t0;
     const summary = sb.summary();
     sb.workload?.stop();
+    this.draining = true;
     const drainStart = Date.now();
     await http
       .request('DELETE', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, SANDBOX_NAMESPACE, SAMPLE_NAME))
