@@ -151,6 +151,14 @@ export interface WorkflowJobSummary {
   labels: string[];
 }
 
+/** For the ETag cache: only what `schema` reads of an answer; nothing of an unreadable one. */
+function kept(schema: z.ZodType): (data: unknown) => unknown {
+  return (data) => {
+    const parsed = schema.safeParse(data);
+    return parsed.success ? parsed.data : undefined;
+  };
+}
+
 function unreadable(route: string, status: number, what: string, error: z.ZodError): GitHubApiError {
   return new GitHubApiError({
     kind: 'unexpected',
@@ -227,6 +235,7 @@ export class GitHubClient implements RunnerPageLister {
       route,
       params: { ...scopeRouteParams(scope), per_page: 100, page },
       conditional: true,
+      keep: kept(runnerListSchema),
       waitForBudget: options.waitForBudget,
       signal: options.signal,
     });
@@ -375,6 +384,7 @@ export class GitHubClient implements RunnerPageLister {
       route,
       params: { owner, repo, status, per_page: 100, page },
       conditional: true,
+      keep: kept(workflowRunListSchema),
       waitForBudget: options.waitForBudget,
       signal: options.signal,
     });
@@ -408,6 +418,7 @@ export class GitHubClient implements RunnerPageLister {
         route,
         params: { org, visible_to_repository: repo, per_page: 100, page },
         conditional: true,
+        keep: kept(runnerGroupListSchema),
         waitForBudget: options.waitForBudget,
         signal: options.signal,
       });
@@ -435,6 +446,7 @@ export class GitHubClient implements RunnerPageLister {
       route,
       params: { owner, repo, run_id: runId, per_page: 100, page },
       conditional: true,
+      keep: kept(jobListSchema),
       waitForBudget: options.waitForBudget,
       signal: options.signal,
     });

@@ -26,6 +26,12 @@ export interface GitHubRequestOptions {
   params?: Record<string, unknown>;
   /** GET only: send `If-None-Match` and answer a 304 from the cache. */
   conditional?: boolean;
+  /**
+   * With `conditional`: what of an answer the ETag cache stores and a 304 returns (the fields the
+   * caller reads; undefined stores nothing). GitHub's run and job objects are several KB each
+   * (repository, commits, steps), and a cache of 1,000 whole pages would hold tens of MiB.
+   */
+  keep?: ((data: unknown) => unknown) | undefined;
   /** Wait (on the clock) for the budget or a rate limit to reset instead of failing fast. */
   waitForBudget?: boolean;
   /** Retries on 5xx and network errors (default: the transport's). Use 0 for non-idempotent calls. */
@@ -447,7 +453,10 @@ export class GitHubTransport {
       this.budget.observe(resHeaders, resource);
       this.count(options.route, res.status, false);
       if (cacheKey !== undefined && resHeaders.etag) {
-        this.cache.set(cacheKey, { etag: resHeaders.etag, data: res.data, headers: keptHeaders(resHeaders) });
+        const data = options.keep ? options.keep(res.data) : res.data;
+        if (data !== undefined) {
+          this.cache.set(cacheKey, { etag: resHeaders.etag, data, headers: keptHeaders(resHeaders) });
+        }
       }
       return {
         ok: true,

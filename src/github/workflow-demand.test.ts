@@ -91,3 +91,65 @@ describe('WorkflowDemand: TotalNumberOfQueuedAndInProgressWorkflowRuns against t
     assert.equal(jobCountsFor(['self-hosted'], []), true);
   });
 });
+
+describe('the ETag cache keeps what the client reads of an answer, not the whole answer', () => {
+  const clock = new SteppingClock();
+  const double = new GitHubDouble({ now: () => clock.now() });
+  let client: GitHubClient;
+
+  before(async () => {
+    await double.start();
+    double.addRepo('acme', 'app');
+    client = new GitHubClient({
+      credentials: { kind: 'token', token: double.addToken().token },
+      endpoints: { apiUrl: double.apiUrl },
+      clock,
+      logger: silentLogger(),
+      requestTimeoutMs: NO_TIMEOUT_MS,
+    });
+  });
+  after(async () => {
+    client.close();
+    await double.stop();
+  });
+
+  const list = (keep?: (d: unknown) => unknown) =>
+    client.transport.request<{ workflow_runs: Record<string, unknown>[] }>({
+      kind: 'read',
+      route: RUNS,
+      params: { owner: 'acme', repo: 'app', status: 'queued', per_page: 100, page: 1 },
+      conditional: true,
+      keep,
+    });
+
+  test('a 304 answers with the stored projection', async () => {
+    double.createJob({ owner: 'acme', repo: 'app', labels: ['self-hosted'] });
+    const keep = (d: unknown) => ({
+      workflow_runs: (d as { workflow_runs: { id: number }[] }).workflow_runs.map((r) => ({ id: r.id })),
+    });
+    const fresh = await list(keep);
+    assert.equal(fresh.notModified, false);
+    assert.ok('html_url' in fresh.data.workflow_runs[0]!, 'the first answer is GitHub’s whole page');
+    const again = await list(keep);
+    assert.equal(again.notModified, true);
+    assert.deepEqual(again.data, { workflow_runs: [{ id: fresh.data.workflow_runs[0]!.id }] });
+  });
+
+  test('an answer the projection cannot read is not stored: the next request is not conditional', async () => {
+    double.createJob({ owner: 'acme', repo: 'app', labels: ['self-hosted'] });
+    assert.equal((await list(() => undefined)).notModified, false);
+    assert.equal((await list(() => undefined)).notModified, false);
+  });
+
+  test('the client’s run listing stores only the fields it parses', async () => {
+    const before = double.log.filter((e) => e.route === RUNS && e.status === 304).length;
+    const first = await client.listWorkflowRunsPage('acme', 'app', 'queued', 1);
+    const second = await client.listWorkflowRunsPage('acme', 'app', 'queued', 1);
+    assert.equal(second.notModified, true);
+    assert.deepEqual(second.runs, first.runs);
+    assert.equal(double.log.filter((e) => e.route === RUNS && e.status === 304).length, before + 1);
+    const cached = await list();
+    assert.equal(cached.notModified, true);
+    assert.deepEqual(Object.keys(cached.data.workflow_runs[0]!).sort(), ['id', 'status', 'updated_at']);
+  });
+});
