@@ -138,6 +138,40 @@ describe('InvariantMonitor', () => {
     }
     assert.deepEqual(m.finish(T + 32 * 60_000, []), []);
   });
+
+  // The leader of the 30-minute, 200-runner soak (seed 2026), RSS per minute: a step of 30 MiB in
+  // minutes 12–15 (faults), then 11 minutes flat. A least-squares line over the second half read 40 MiB/h.
+  const SOAK_LEADER = [
+    161.4, 175.8, 207.9, 205.2, 216.2, 230.8, 232.3, 232.4, 232.5, 232.8, 232.9, 233, 252.9, 254.8, 256.7,
+    262.9, 263, 263.2, 263.2, 263.3, 263.9, 264, 264, 264, 264.1, 264.1,
+  ];
+
+  test('a step after a fault, then a plateau, is not a trend (the soak leader of seed 2026)', () => {
+    const m = new InvariantMonitor(limits);
+    SOAK_LEADER.forEach((mib, i) => {
+      m.rssSample('paddock-0#1', { at: T + i * 60_000, mib });
+    });
+    assert.deepEqual(m.finish(T + 27 * 60_000, []), []);
+  });
+
+  test('a leak is a trend: steady, in steps, or under noise', () => {
+    const series: Record<string, (i: number) => number> = {
+      steady: (i) => 200 + i * 0.5, // 30 MiB/h
+      staircase: (i) => 200 + 2 * Math.floor(i / 4), // 2 MiB every 4 min: 30 MiB/h
+      noisy: (i) => 200 + i * 0.5 + ((i * 7) % 5) - 2,
+      // The soak leader's plateau, then growing again by 30 MiB/h.
+      resumed: (i) => (i < SOAK_LEADER.length ? SOAK_LEADER[i]! : 264.1 + (i - 25) * 0.5),
+    };
+    for (const [name, mibAt] of Object.entries(series)) {
+      const m = new InvariantMonitor(limits);
+      for (let i = 0; i <= 50; i++) m.rssSample(`paddock-0#${name}`, { at: T + i * 60_000, mib: mibAt(i) });
+      assert.deepEqual(
+        m.finish(T + 51 * 60_000, []).map((v) => v.invariant),
+        ['memory-growth'],
+        name,
+      );
+    }
+  });
 });
 
 describe('helpers', () => {

@@ -11,7 +11,7 @@ export interface InvariantLimits {
   replacementBoundMs: number;
   /** Lease duration + renew deadline: the longest a leader's death may leave no one acting. */
   takeoverBoundMs: number;
-  /** RSS growth above this (least-squares slope over a process's settled lifetime) is a leak. */
+  /** RSS growth above this (median pairwise slope over a process's settled lifetime) is a leak. */
   memoryGrowthMiBPerHour: number;
   /** A process's RSS trend is judged only over at least this long (shorter runs are noise). */
   memoryTrendMinSpanMs: number;
@@ -52,19 +52,29 @@ export function minuteMaxima(samples: readonly RssSample[]): number[] {
   return Array.from(out, (x) => x ?? 0);
 }
 
-/** Least-squares slope of the samples in MiB per hour; null with fewer than 3 samples or no span. */
+/**
+ * The RSS trend in MiB per hour: the median slope over all pairs of samples (Theil–Sen); null with
+ * fewer than 3 samples or no span. A leak raises nearly every pair; a one-off step (a burst of work
+ * after a fault, which glibc and V8 keep as capacity) raises only the pairs that straddle it, so
+ * unlike a least-squares line it does not read a step followed by a plateau as a trend.
+ */
 export function rssSlopeMiBPerHour(samples: readonly RssSample[]): number | null {
   if (samples.length < 3) return null;
-  const n = samples.length;
-  const mx = samples.reduce((a, s) => a + s.at, 0) / n;
-  const my = samples.reduce((a, s) => a + s.mib, 0) / n;
-  let sxy = 0;
-  let sxx = 0;
-  for (const s of samples) {
-    sxy += (s.at - mx) * (s.mib - my);
-    sxx += (s.at - mx) ** 2;
+  // At most ~400 points (80,000 pairs): every k-th sample of a long series.
+  const k = Math.ceil(samples.length / 400);
+  const pts = samples.filter((_, i) => i % k === 0);
+  const slopes: number[] = [];
+  for (let i = 0; i < pts.length; i++) {
+    for (let j = i + 1; j < pts.length; j++) {
+      const dt = pts[j]!.at - pts[i]!.at;
+      if (dt > 0) slopes.push((pts[j]!.mib - pts[i]!.mib) / dt);
+    }
   }
-  return sxx === 0 ? null : (sxy / sxx) * 3_600_000;
+  if (slopes.length === 0) return null;
+  slopes.sort((a, b) => a - b);
+  const mid = slopes.length >> 1;
+  const median = slopes.length % 2 ? slopes[mid]! : (slopes[mid - 1]! + slopes[mid]!) / 2;
+  return median * 3_600_000;
 }
 
 /** Total length of the parts of [from, to] that some window covers. */
