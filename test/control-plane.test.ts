@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { before, describe, test } from 'node:test';
@@ -275,17 +275,29 @@ describe('control plane harness', () => {
     child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
     });
-    const pids = await eventually(
-      'child control plane',
-      async () => {
-        const line = out.split('\n').find((l) => l.startsWith('PIDS '));
-        return line ? (JSON.parse(line.slice(5)) as number[]) : undefined;
-      },
-      90_000,
-    );
-    assert.ok(pids.length >= 2);
-    assert.ok(pids.every(processAlive));
-    child.kill('SIGKILL');
-    await eventually('orphans gone', async () => pids.every((p) => !processAlive(p)), 15_000);
+    const lineOf = (prefix: string) =>
+      out
+        .split('\n')
+        .find((l) => l.startsWith(prefix))
+        ?.slice(prefix.length);
+    try {
+      const pids = await eventually(
+        'child control plane',
+        async () => {
+          const line = lineOf('PIDS ');
+          return line ? (JSON.parse(line) as number[]) : undefined;
+        },
+        90_000,
+      );
+      assert.ok(pids.length >= 2);
+      assert.ok(pids.every(processAlive));
+      child.kill('SIGKILL');
+      await eventually('orphans gone', async () => pids.every((p) => !processAlive(p)), 15_000);
+    } finally {
+      child.kill('SIGKILL');
+      // The killed process could not remove its data directory (its exit hook never ran).
+      const dir = lineOf('DIR ');
+      if (dir?.includes('paddock-cp-')) rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

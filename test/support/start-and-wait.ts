@@ -3,5 +3,6 @@
 import { startControlPlane } from '../../src/testenv/control-plane.ts';
 
 const plane = await startControlPlane({ controllerManager: false, log: () => undefined });
-process.stdout.write(`PIDS ${JSON.stringify(plane.pids())}\n`);
+// Its data directory too: a SIGKILL skips the exit hook that removes it, so the test does.
+process.stdout.write(`DIR ${plane.dataDir}\nPIDS ${JSON.stringify(plane.pids())}\n`);
 setInterval(() => undefined, 60_000);
