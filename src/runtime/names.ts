@@ -5,6 +5,12 @@
 
 const DNS1123_LABEL = '[a-z0-9]([-a-z0-9]*[a-z0-9])?';
 const DNS1123_SUBDOMAIN = new RegExp(`^${DNS1123_LABEL}(\\.${DNS1123_LABEL})*$`);
+const DNS1123_LABEL_ONLY = new RegExp(`^${DNS1123_LABEL}$`);
+
+/** Namespace names: a lower-case DNS-1123 label, at most 63 characters. */
+export function isDns1123Label(name: string): boolean {
+  return name.length > 0 && name.length <= 63 && DNS1123_LABEL_ONLY.test(name);
+}
 
 /** Secret, ConfigMap, ServiceAccount, … names: lower-case DNS-1123 subdomain, at most 253 characters. */
 export function isDns1123Subdomain(name: string): boolean {

@@ -57,6 +57,15 @@ describe('RunnerSet owner verification', () => {
       claims({ ownerReferences: [{ ...STS_REF, apiVersion: 'example.com/v1' }] }),
     );
     assert.match((otherGroup as { reason: string }).reason, /not a StatefulSet/);
+    // Names that could not be part of a URL path (the API server never stores them) are refused.
+    for (const name of ['sts\ud800', 'Upper', '../secrets', 'a/b']) {
+      const bad = claimedStatefulSet(claims({ ownerReferences: [{ ...STS_REF, name }] }));
+      assert.match(
+        (bad as { reason: string }).reason,
+        /StatefulSet owner reference .* is not a valid name/,
+        name,
+      );
+    }
   });
 
   test('the StatefulSet must exist with the claimed UID and be controlled by a RunnerSet of actions.summerwind.dev', () => {

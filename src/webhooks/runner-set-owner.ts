@@ -3,6 +3,7 @@ import { RUNNER_SETS } from '../api/index.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import { resourcePath } from '../runtime/informer.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
+import { invalidSubdomainReason } from '../runtime/names.ts';
 import { serverSideApply } from '../runtime/objects.ts';
 import { SECRETS, STATEFUL_SETS } from '../runtime/resources.ts';
 import type { KubeObject, OwnerReference } from '../runtime/store.ts';
@@ -117,6 +118,9 @@ export function claimedStatefulSet(
   }
   if (!ref.name || !ref.uid)
     return { ok: false, reason: 'its StatefulSet owner reference has no name or UID' };
+  // The name goes into a URL path; the API server never stores an owner reference like this.
+  const invalid = invalidSubdomainReason('its StatefulSet owner reference', ref.name);
+  if (invalid) return { ok: false, reason: invalid };
   return { ok: true, ref };
 }
 

@@ -72,13 +72,32 @@ describe('AdmissionReview framing', () => {
         /request.uid is missing/,
       ],
       [review({ uid: '' }), /request.uid is missing/],
+      // A lone surrogate cannot be URL-encoded: it must never reach a handler that builds a path.
+      [
+        review({ uid: 'u', namespace: 'ns\ud800x' }),
+        /request.namespace "ns\\ud800x" is not a namespace name/,
+      ],
+      [review({ uid: 'u', namespace: 'Team-A' }), /is not a namespace name/],
+      [review({ uid: 'u', namespace: 'a'.repeat(64) }), /is not a namespace name/],
     ];
+    let handled = 0;
+    const counting: AdmissionHandler = async (request, signal) => {
+      handled++;
+      return allowWithPatch(request, signal);
+    };
     for (const [body, re] of cases) {
-      const answer = await reviewAdmission(body, allowWithPatch);
+      const answer = await reviewAdmission(body, counting);
       assert.equal(answer.status, 400, body);
       assert.ok('message' in answer.body);
       assert.match(answer.body.message, re);
     }
+    assert.equal(handled, 0);
+    // Cluster-scoped objects come without a namespace; a real one passes.
+    for (const namespace of [undefined, '', 'team-a', 'a'.repeat(63)]) {
+      const answer = await reviewAdmission(review({ uid: 'u', namespace }), counting);
+      assert.equal(answer.status, 200, String(namespace));
+    }
+    assert.equal(handled, 4);
   });
 
   test('a throwing handler becomes a 500 denial; a slow one a 504 denial', async () => {
