@@ -446,6 +446,7 @@ export class Soak {
     const sb = this.sandbox;
     const http = sb.http!;
     const runningFor = Date.now() - t0;
+    // Latency and spend are figures of the run, not of the scale-down that ends it.
     const summary = sb.summary();
     sb.workload?.stop();
     this.draining = true;
@@ -479,6 +480,9 @@ export class Soak {
       await sleep(1000);
     }
     await sleep(2000);
+    // Jobs are counted after the drain: one cancelled while the fleet scales to zero is a violation
+    // (the monitor sees it), so the figures must show it too.
+    const jobs = sb.summary().jobs;
     for (const finding of await sb.secretExposures()) this.monitor.secretExposed(Date.now(), finding);
     this.stopping = true;
     for (const t of this.timers) clearInterval(t);
@@ -501,10 +505,10 @@ export class Soak {
       violations: violations.length,
       violationList: [...violations],
       jobs: {
-        completed: summary.jobs.completed,
-        cancelled: summary.jobs.cancelled,
-        cancelledByChaos: summary.jobs.cancelled - summary.jobs.cancelledByController,
-        cancelledByController: summary.jobs.cancelledByController,
+        completed: jobs.completed,
+        cancelled: jobs.cancelled,
+        cancelledByChaos: jobs.cancelled - jobs.cancelledByController,
+        cancelledByController: jobs.cancelledByController,
       },
       replacementLatencyMs: summary.replacementLatencyMs,
       githubRateLimitedRequestsPerRunnerHour:
