@@ -256,7 +256,9 @@ async function waitFor(o: WaitOptions): Promise<void> {
     if (!o.proc.running()) {
       throw new Error(`${o.what} exited (${await o.proc.exited}) before it was ready; ${await logTail()}`);
     }
-    if (await o.check().catch(() => false)) return;
+    // A check that answers only after the deadline is late: under load one check can take longer
+    // than a short limit, and the limit must still hold.
+    if ((await o.check().catch(() => false)) && Date.now() <= deadline) return;
     await sleep(100);
   }
   throw new Error(`${o.what} not ready after ${o.timeoutMs} ms; ${await logTail()}`);
