@@ -297,6 +297,32 @@ export function loadKubeConfig(path: string | undefined, env: NodeJS.ProcessEnv 
  * Starts the controllers for a configuration. Checks first that the cluster answers and that the
  * default GitHub credentials work, so a misconfiguration fails fast with one clear message.
  */
+/**
+ * One `GET /rate_limit` with the default credentials: the message to stop the start with when GitHub
+ * refuses them, or undefined. GitHub down or rate limiting us says nothing of the credentials: then
+ * paddock starts, and every call backs off until GitHub answers (a controller that exits and restarts
+ * into the same limit helps no one). Never rejects.
+ */
+async function checkGitHubCredentials(
+  client: GitHubClient,
+  apiBaseUrl: string,
+  log: Logger,
+): Promise<string | undefined> {
+  try {
+    await client.transport.request({ kind: 'read', route: 'GET /rate_limit' });
+    return undefined;
+  } catch (err) {
+    if (err instanceof GitHubApiError && err.retryable) {
+      log.warn(
+        { err: err.message, endpoint: err.endpoint },
+        'cannot check the GitHub credentials now; starting anyway, GitHub calls back off until it answers',
+      );
+      return undefined;
+    }
+    return `GitHub credentials do not work against ${apiBaseUrl}: ${(err as Error).message}`;
+  }
+}
+
 export async function startPaddock(
   config: RunConfig,
   deps: { kubeConfig?: ClusterAccess; log?: Logger; clock?: Clock; handleSignals?: boolean } = {},
@@ -316,45 +342,49 @@ export async function startPaddock(
     handleSignals: deps.handleSignals ?? false,
   });
   const server = kubeConfig.getCurrentCluster()?.server ?? '(none)';
+  const metrics = new GitHubMetrics(manager.metrics.registry);
+  const defaultClient = config.credentials
+    ? new GitHubClient({
+        credentials: config.credentials,
+        endpoints: config.endpoints,
+        clock,
+        logger: log, // binds component and credential itself
+        metrics,
+        reserveFraction: config.rateLimitReserve,
+        caBundle: config.caBundle,
+      })
+    : undefined;
+  // GitHub is a round trip away (a few hundred ms from most clusters): its check runs while the
+  // Kubernetes API is checked, and is awaited before any controller exists.
+  const credentialsChecked = defaultClient
+    ? checkGitHubCredentials(defaultClient, config.endpoints.apiBaseUrl, log)
+    : Promise.resolve(undefined);
+  const giveUp = (err: StartupError) => {
+    defaultClient?.close();
+    manager.http.close();
+    return err;
+  };
   try {
     await manager.http.request('GET', '/version', { timeoutMs: 10_000 });
   } catch (err) {
-    manager.http.close();
-    throw new StartupError(`cannot reach the Kubernetes API at ${server}: ${toKubeError(err).message}`);
+    throw giveUp(
+      new StartupError(`cannot reach the Kubernetes API at ${server}: ${toKubeError(err).message}`),
+    );
   }
-
-  const metrics = new GitHubMetrics(manager.metrics.registry);
-  let defaultClient: GitHubClient | undefined;
-  if (config.credentials) {
-    defaultClient = new GitHubClient({
-      credentials: config.credentials,
-      endpoints: config.endpoints,
-      clock,
-      logger: log, // binds component and credential itself
-      metrics,
-      reserveFraction: config.rateLimitReserve,
-      caBundle: config.caBundle,
-    });
+  if (!config.installCrds) {
     try {
-      await defaultClient.transport.request({ kind: 'read', route: 'GET /rate_limit' });
+      await manager.http.request('GET', '/apis/actions.summerwind.dev/v1alpha1');
     } catch (err) {
-      // GitHub down or rate limiting us says nothing of the credentials: start, and let every call
-      // back off until it answers (a controller that exits then restarts into the same limit helps
-      // no one). Only an answer about the credentials themselves stops the start.
-      if (err instanceof GitHubApiError && err.retryable) {
-        log.warn(
-          { err: err.message, endpoint: err.endpoint },
-          'cannot check the GitHub credentials now; starting anyway, GitHub calls back off until it answers',
-        );
-      } else {
-        defaultClient.close();
-        manager.http.close();
-        throw new StartupError(
-          `GitHub credentials do not work against ${config.endpoints.apiBaseUrl}: ${(err as Error).message}`,
-        );
-      }
+      throw giveUp(
+        new StartupError(
+          `the actions.summerwind.dev/v1alpha1 CRDs are not installed in ${server} (${toKubeError(err).message}); apply config/crd/ or start with --install-crds`,
+        ),
+      );
     }
-  } else {
+  }
+  const credentialsRefused = await credentialsChecked;
+  if (credentialsRefused) throw giveUp(new StartupError(credentialsRefused));
+  if (!defaultClient) {
     log.warn(
       'no default GitHub credentials: only runners whose resources name a githubAPICredentialsFrom Secret can be managed',
     );
@@ -387,17 +417,7 @@ export async function startPaddock(
   let webhook: RunningWebhook | undefined;
   let githubWebhook: RunningGitHubWebhook | undefined;
   try {
-    if (config.installCrds) {
-      await installCrds(manager.http);
-    } else {
-      try {
-        await manager.http.request('GET', '/apis/actions.summerwind.dev/v1alpha1');
-      } catch (err) {
-        throw new StartupError(
-          `the actions.summerwind.dev/v1alpha1 CRDs are not installed in ${server} (${toKubeError(err).message}); apply config/crd/ or start with --install-crds`,
-        );
-      }
-    }
+    if (config.installCrds) await installCrds(manager.http);
     const watched = config.watchNamespace ? { namespace: config.watchNamespace } : {};
     new RunnerReconciler({
       manager,
