@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
   mkdirSync,
@@ -813,6 +814,29 @@ describe('refused configurations: clear errors that never quote a credential', (
       'current-context': 'main',
     });
     assert.equal(loadKubeconfigFiles([file]).getCurrentCluster().server, 'https://x');
+  });
+
+  test('a JSON kubeconfig is read without loading the YAML parser; flow-style YAML that starts with a brace is still YAML', () => {
+    const dir = tempDir();
+    const json = write(dir, 'json', simpleConfig({ server: 'https://x' }));
+    const script = `
+      import { createRequire } from 'node:module';
+      const { loadKubeconfigFiles } = await import(${JSON.stringify(new URL('./kubeconfig.ts', import.meta.url).href)});
+      const server = loadKubeconfigFiles([process.argv[1]]).getCurrentCluster().server;
+      const yamlLoaded = Object.keys(createRequire(import.meta.url).cache).some((k) => k.includes('/node_modules/yaml/'));
+      process.stdout.write(JSON.stringify({ server, yamlLoaded }));`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script, json], {
+      encoding: 'utf8',
+    });
+    assert.deepEqual(JSON.parse(out), { server: 'https://x', yamlLoaded: false });
+
+    const flow = write(
+      dir,
+      'flow',
+      '{apiVersion: v1, current-context: main, clusters: [{name: c, cluster: {server: "https://x"}}], contexts: [{name: main, context: {cluster: c}}]}\n',
+    );
+    assert.equal(loadKubeconfigFiles([flow]).getCurrentCluster().server, 'https://x');
+    assert.throws(() => loadKubeconfigFiles([write(dir, 'broken', '{"clusters": [\n')]), /is not valid YAML/);
   });
 
   test('not YAML, not a mapping, an entry without a name', () => {

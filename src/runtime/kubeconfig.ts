@@ -2,10 +2,10 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import type https from 'node:https';
+import { createRequire } from 'node:module';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { parse as parseYaml } from 'yaml';
 import type { ClusterAccess, CurrentCluster } from './kube-http.ts';
 
 /**
@@ -76,6 +76,23 @@ interface Merged {
 
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/**
+ * JSON (what `kubectl config view -o json` and many tools write) is YAML too, and needs no YAML
+ * parser; the parser (about 70 modules, tens of milliseconds at start) loads only for a YAML file,
+ * and never in a cluster, where paddock reads its service account instead.
+ */
+function parseKubeconfigText(text: string): unknown {
+  if (text.trimStart().startsWith('{')) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      // Flow-style YAML can start with a brace too: the YAML parser decides.
+    }
+  }
+  const yaml = createRequire(import.meta.url)('yaml') as typeof import('yaml');
+  return yaml.parse(text);
+}
+
 function parseFile(file: string): { doc: Obj; dir: string } {
   let text: string;
   try {
@@ -85,7 +102,7 @@ function parseFile(file: string): { doc: Obj; dir: string } {
   }
   let doc: unknown;
   try {
-    doc = parseYaml(text);
+    doc = parseKubeconfigText(text);
   } catch (err) {
     // YAML errors quote a line and column, never the text; still, keep only their first line.
     throw new KubeconfigError(`${file} is not valid YAML: ${String((err as Error).message).split('\n')[0]}`);
