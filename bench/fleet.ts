@@ -51,6 +51,8 @@ for (const { kind, runners } of fleetRuns(values)) {
     // Keep about half of the fleet busy: jobs of ~30 s arriving at runners per minute.
     jobRate: runners,
     jobDurationMs: 30_000,
+    // The same jobs every run, so that two runs' spend and latency can be compared.
+    workloadSeed: runners,
     ephemeral: true,
     startupDelayMs: 2000,
     simulate: true,

@@ -119,7 +119,7 @@ export const SANDBOX_FLAGS: FlagSpec[] = [
     group: 'Soak',
     name: 'seed',
     type: 'integer',
-    help: 'with --soak: the fault schedule’s seed (default: random, printed)',
+    help: 'with --soak: the seed of the fault schedule and of the jobs (default: random, printed)',
   },
   {
     group: 'Soak',

@@ -26,6 +26,7 @@ import type { KubeObject } from '../runtime/store.ts';
 import { type ControlPlane, freePort, startControlPlane } from '../testenv/control-plane.ts';
 import { GitHubDouble, WebhookSender, type WebhookSenderStats } from '../testenv/github-double/index.ts';
 import { ensureHelm } from '../testenv/helm.ts';
+import { seededRandom } from '../testenv/seeded-random.ts';
 import {
   type ChartRelease,
   chartContainer,
@@ -74,6 +75,11 @@ export interface SandboxOptions {
   /** Jobs per minute. */
   jobRate: number;
   jobDurationMs: number;
+  /**
+   * Seeds the workload (arrivals, repositories, durations) so that two runs get the same jobs and
+   * figures that depend on demand (API spend per hour) can be compared; default unseeded.
+   */
+  workloadSeed?: number | undefined;
   ephemeral: boolean;
   /** Simulated start-up of a runner pod (image pull, container start). */
   startupDelayMs: number;
@@ -523,6 +529,7 @@ export class Sandbox {
           },
           target: { owner: SANDBOX_ORG, repo: this.repositories },
           labels: [{ labels: ['self-hosted', 'sandbox'], weight: 1 }],
+          ...(this.opts.workloadSeed !== undefined ? { random: seededRandom(this.opts.workloadSeed) } : {}),
         });
       this.agent = new NodeAgent({
         http: this.http,

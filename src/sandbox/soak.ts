@@ -105,6 +105,8 @@ export class Soak {
       // About half the fleet busy: jobs of ~30 s arriving at runners per minute.
       jobRate: opts.runners,
       jobDurationMs: 30_000,
+      // The same seed, the same jobs as well as the same fault schedule.
+      workloadSeed: opts.seed,
       ephemeral: true,
       startupDelayMs: 2000,
       simulate: true,
