@@ -36,13 +36,14 @@ test('an unmet target says why from what was measured; a met one says nothing', 
       kind: 'RunnerDeployment',
       runners: 100,
       controllerRssSteadyMiB: 116.6,
+      githubRateLimitedRequestsPerRunnerHour: 0.5,
       controllerRssAnonMiB: 60.2,
       controllerRssFileMiB: 56.4,
     },
     {
       kind: 'RunnerDeployment',
       runners: 1000,
-      controllerRssPeakMiB: 140,
+      controllerRssPeakMiB: 180,
       replacementLatencyMsP99: 1686,
       loadAverage1m: 3.5,
       cpus: 2,
@@ -61,7 +62,13 @@ test('an unmet target says why from what was measured; a met one says nothing', 
   const steady = row('controller RSS, steady, 100').why ?? '';
   assert.match(steady, /64\.6 MiB on this machine, which leaves 5\.4 MiB/);
   assert.match(steady, /60\.2 MiB were anonymous .* 56\.4 MiB file-backed/);
-  assert.equal(row('controller peak RSS, 1,000').why, undefined, 'met: no explanation');
+  assert.match(steady, /needs a runtime with a smaller resident base/);
+  const peak = row('controller peak RSS, 1,000').why ?? '';
+  assert.match(peak, /own share, 115\.4 MiB over the floor, is 30 MiB more than the target allows/);
+  assert.doesNotMatch(peak, /smaller resident base/);
+  const spend = row('GitHub rate-limited requests per runner-hour, 100 runners (RunnerDeployment)');
+  assert.equal(spend.met, true);
+  assert.equal(spend.why, undefined, 'met: no explanation');
   assert.match(
     row('replacement p99, 1,000').why ?? '',
     /load average of 3\.5 on 2 cores.*40 s of CPU in 300 s/,

@@ -46,7 +46,18 @@ const memoryWhy =
       typeof floor === 'number'
         ? ` A bare Node.js 24 process with an HTTPS client and an HTTP server, no paddock code, is ${fixed(floor)} MiB on this machine, which leaves ${fixed(limit - floor)} MiB under the target for paddock's code, heap and caches.`
         : ' The floor (bare Node.js) was not measured in this set: `make bench ARGS="--only startup"`.';
-    return `${base}${split} Meeting it needs a runtime with a smaller resident base than Node.js, not leaner caches; \`make bench ARGS="--only fleet --profile"\` writes the heap snapshot and CPU profile that show where the rest goes.`;
+    const value =
+      typeof line.controllerRssPeakMiB === 'number' && limit > 100
+        ? line.controllerRssPeakMiB
+        : line.controllerRssSteadyMiB;
+    // With little room over the floor no cache diet meets the target; with room, paddock's own memory is the lever.
+    const verdict =
+      typeof floor === 'number' && limit - floor < 20
+        ? ' Meeting it needs a runtime with a smaller resident base than Node.js, not leaner caches;'
+        : typeof floor === 'number' && typeof value === 'number'
+          ? ` paddock's own share, ${fixed(value - floor)} MiB over the floor, is ${fixed(value - limit)} MiB more than the target allows: the caches and heap must shrink;`
+          : '';
+    return `${base}${split}${verdict} \`make bench ARGS="--only fleet --profile"\` writes the heap snapshot and CPU profile that show where the memory goes.`;
   };
 
 /** The machine's load when a latency figure was measured, for an unmet latency target. */
