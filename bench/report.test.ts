@@ -44,6 +44,8 @@ test('an unmet target says why from what was measured; a met one says nothing', 
       kind: 'RunnerDeployment',
       runners: 1000,
       controllerRssPeakMiB: 180,
+      githubRateLimitedRequestsPerRunnerHour: 1.23,
+      githubRequestsByRoute: { 'GET /orgs/{org}/actions/runners': 40, 'GET /rate_limit': 1 },
       replacementLatencyMsP99: 1686,
       loadAverage1m: 3.5,
       cpus: 2,
@@ -56,6 +58,8 @@ test('an unmet target says why from what was measured; a met one says nothing', 
       runners: 100,
       startToReadyMs: 350,
       startToReadyMsSamples: [280, 350, 420],
+      loadAverage1m: 0.5,
+      cpus: 2,
     },
   ]);
   const row = (prefix: string) => rows.find((r) => r.figure.startsWith(prefix))!;
@@ -73,5 +77,10 @@ test('an unmet target says why from what was measured; a met one says nothing', 
     row('replacement p99, 1,000').why ?? '',
     /load average of 3\.5 on 2 cores.*40 s of CPU in 300 s/,
   );
-  assert.match(row('cold start, 100').why ?? '', /Samples: 280, 350, 420 ms/);
+  assert.match(row('cold start, 100').why ?? '', /Samples: 280, 350, 420 ms\. The machine was quiet/);
+  assert.match(row('replacement p99, 1,000').why ?? '', /only meaningful on a quiet machine/);
+  assert.match(
+    row('GitHub rate-limited requests per runner-hour, 1,000').why ?? '',
+    /The requests in 300 s: 40 × GET \/orgs\/\{org\}\/actions\/runners, 1 × GET \/rate_limit\./,
+  );
 });

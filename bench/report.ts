@@ -73,7 +73,31 @@ const latencyWhy = (line: Line): string => {
   const samples = Array.isArray(line.startToReadyMsSamples)
     ? ` Samples: ${(line.startToReadyMsSamples as number[]).map((x) => fixed(x, 0)).join(', ')} ms.`
     : '';
-  return `${load}${cpu}${samples} A latency target is only meaningful on a quiet machine: rerun this benchmark alone (\`make bench ARGS="--only …"\`), with \`--profile\` for the CPU profile.`.trim();
+  const quiet =
+    typeof line.loadAverage1m === 'number' &&
+    typeof line.cpus === 'number' &&
+    line.loadAverage1m < line.cpus / 2;
+  const advice = quiet
+    ? " The machine was quiet, so the time is paddock's own: `--profile` writes the CPU profile that shows where it goes."
+    : ' A latency target is only meaningful on a quiet machine: rerun this benchmark alone (`make bench ARGS="--only …"`), with `--profile` for the CPU profile.';
+  return `${load}${cpu}${samples}${advice}`.trim();
+};
+
+/** What a spend figure is made of, for an unmet spend target: the requests by route in the window. */
+const spendWhy = (line: Line): string => {
+  const routes =
+    typeof line.githubRequestsByRoute === 'object' && line.githubRequestsByRoute !== null
+      ? Object.entries(line.githubRequestsByRoute as Record<string, number>)
+          .map(([route, n]) => `${n} × ${route}`)
+          .join(', ')
+      : undefined;
+  const window = typeof line.measuredSeconds === 'number' ? ` in ${fixed(line.measuredSeconds, 0)} s` : '';
+  const made = routes ? ` The requests${window}: ${routes}.` : '';
+  const demand =
+    typeof line.jobsCompleted === 'number'
+      ? ` ${fixed(line.jobsCompleted, 0)} jobs completed in the run.`
+      : '';
+  return `${made}${demand} Spend follows listings and demand: a short window holds few of them, so one more or less moves the figure; compare runs of the same seeded workload.`.trim();
 };
 
 const isFleet = (kind: string, runners: number) => (l: Line) =>
@@ -155,6 +179,7 @@ export const FIGURES: Figure[] = [
     value: num('githubRateLimitedRequestsPerRunnerHour'),
     unit: '',
     target: { max: 0.9 },
+    why: spendWhy,
   },
   {
     name: 'GitHub rate-limited requests per runner-hour, 100 runners (RunnerSet)',
@@ -162,6 +187,7 @@ export const FIGURES: Figure[] = [
     value: num('githubRateLimitedRequestsPerRunnerHour'),
     unit: '',
     target: { max: 0.9 },
+    why: spendWhy,
   },
   {
     name: 'GitHub rate-limited requests per runner-hour, 1,000 runners (RunnerDeployment)',
@@ -169,6 +195,7 @@ export const FIGURES: Figure[] = [
     value: num('githubRateLimitedRequestsPerRunnerHour'),
     unit: '',
     target: { max: 0.6 },
+    why: spendWhy,
   },
   {
     name: 'pull metrics: rate-limited requests per HRA-hour, 10 repositories, 0.5 jobs/min',
@@ -176,6 +203,7 @@ export const FIGURES: Figure[] = [
     value: num('rateLimitedPerHraHour'),
     unit: '',
     target: { max: 105 },
+    why: spendWhy,
   },
   {
     name: 'pull metrics: rate-limited requests per HRA-hour, 10 repositories, 6 jobs/min',
@@ -183,6 +211,7 @@ export const FIGURES: Figure[] = [
     value: num('rateLimitedPerHraHour'),
     unit: '',
     target: { max: 885 },
+    why: spendWhy,
   },
   {
     name: 'workflow_job burst, 100 jobs: delivery → runner pod, p99',
