@@ -35,7 +35,7 @@ const fixed = (x: unknown, digits = 1) =>
 
 /** The measured split of paddock's memory against a bare Node.js process, for an unmet memory target. */
 const memoryWhy =
-  (limit: number) =>
+  (limit: number, key: 'controllerRssSteadyMiB' | 'controllerRssPeakMiB') =>
   (line: Line, lines: Line[]): string => {
     const floor = lines.filter((l) => l.bench === 'startup').at(-1)?.nodeFloorRssMiB;
     const split =
@@ -46,10 +46,7 @@ const memoryWhy =
       typeof floor === 'number'
         ? ` A bare Node.js 24 process with an HTTPS client and an HTTP server, no paddock code, is ${fixed(floor)} MiB on this machine, which leaves ${fixed(limit - floor)} MiB under the target for paddock's code, heap and caches.`
         : ' The floor (bare Node.js) was not measured in this set: `make bench ARGS="--only startup"`.';
-    const value =
-      typeof line.controllerRssPeakMiB === 'number' && limit > 100
-        ? line.controllerRssPeakMiB
-        : line.controllerRssSteadyMiB;
+    const value = line[key];
     // With little room over the floor no cache diet meets the target; with room, paddock's own memory is the lever.
     const verdict =
       typeof floor === 'number' && limit - floor < 20
@@ -126,7 +123,7 @@ export const FIGURES: Figure[] = [
     value: num('controllerRssSteadyMiB'),
     unit: 'MiB',
     target: { max: 70 },
-    why: memoryWhy(70),
+    why: memoryWhy(70, 'controllerRssSteadyMiB'),
   },
   {
     name: 'controller peak RSS, 1,000 runners under churn (RunnerDeployment)',
@@ -134,7 +131,7 @@ export const FIGURES: Figure[] = [
     value: num('controllerRssPeakMiB'),
     unit: 'MiB',
     target: { max: 150, strict: true },
-    why: memoryWhy(150),
+    why: memoryWhy(150, 'controllerRssPeakMiB'),
   },
   {
     name: 'cold start, 100 runner pods: start → ready',

@@ -294,10 +294,6 @@ export function loadKubeConfig(path: string | undefined, env: NodeJS.ProcessEnv 
 }
 
 /**
- * Starts the controllers for a configuration. Checks first that the cluster answers and that the
- * default GitHub credentials work, so a misconfiguration fails fast with one clear message.
- */
-/**
  * One `GET /rate_limit` with the default credentials: the message to stop the start with when GitHub
  * refuses them, or undefined. GitHub down or rate limiting us says nothing of the credentials: then
  * paddock starts, and every call backs off until GitHub answers (a controller that exits and restarts
@@ -323,6 +319,10 @@ async function checkGitHubCredentials(
   }
 }
 
+/**
+ * Starts the controllers for a configuration. Checks first that the cluster answers and that the
+ * default GitHub credentials work, so a misconfiguration fails fast with one clear message.
+ */
 export async function startPaddock(
   config: RunConfig,
   deps: { kubeConfig?: ClusterAccess; log?: Logger; clock?: Clock; handleSignals?: boolean } = {},
