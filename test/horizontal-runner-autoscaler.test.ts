@@ -9,6 +9,7 @@ import {
   type RunnerDeployment,
 } from '../src/api/index.ts';
 import type { Paddock } from '../src/cli/run.ts';
+import { writeScaleTarget } from '../src/controllers/scale-target.ts';
 import { resourcePath } from '../src/runtime/informer.ts';
 import { KubeHttp, PATCH_CONTENT_TYPES } from '../src/runtime/kube-http.ts';
 import { EVENTS } from '../src/runtime/resources.ts';
@@ -220,5 +221,99 @@ describe('HorizontalRunnerAutoscaler', () => {
         `horizontalrunnerautoscaler_spec_max_replicas\\{horizontalrunnerautoscaler="ci",namespace="${ns.name}"\\} 5`,
       ),
     );
+  });
+});
+
+describe('an autoscaler writes its target only while both are as the decision saw them', () => {
+  const ns = namespaceFixture('t-hra-write');
+  let http: KubeHttp;
+  const get = <T>(ref: typeof RUNNER_DEPLOYMENTS, name: string) =>
+    http.request<T>('GET', resourcePath(ref, ns.name, name));
+  const merge = (ref: typeof RUNNER_DEPLOYMENTS, name: string, body: unknown, sub = '') =>
+    http.request('PATCH', `${resourcePath(ref, ns.name, name)}${sub}`, {
+      body,
+      contentType: PATCH_CONTENT_TYPES.merge,
+    });
+  /** A RunnerDeployment and an HRA for it, as a reconcile would have read them from its caches. */
+  async function pair(name: string): Promise<{ rd: RunnerDeployment; hra: HorizontalRunnerAutoscaler }> {
+    await http.request('POST', resourcePath(RUNNER_DEPLOYMENTS, ns.name), {
+      body: {
+        apiVersion: 'actions.summerwind.dev/v1alpha1',
+        kind: 'RunnerDeployment',
+        metadata: { name },
+        spec: { replicas: 2, template: { spec: { organization: 'acme' } } },
+      },
+    });
+    await http.request('POST', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, ns.name), {
+      body: {
+        apiVersion: 'actions.summerwind.dev/v1alpha1',
+        kind: 'HorizontalRunnerAutoscaler',
+        metadata: { name },
+        spec: { scaleTargetRef: { kind: 'RunnerDeployment', name }, minReplicas: 2, maxReplicas: 5 },
+      },
+    });
+    return {
+      rd: await get<RunnerDeployment>(RUNNER_DEPLOYMENTS, name),
+      hra: await get<HorizontalRunnerAutoscaler>(HORIZONTAL_RUNNER_AUTOSCALERS, name),
+    };
+  }
+  const target = (rd: RunnerDeployment) => ({ ref: RUNNER_DEPLOYMENTS, object: rd });
+  const replicasOf = async (name: string) =>
+    (await get<RunnerDeployment>(RUNNER_DEPLOYMENTS, name)).spec.replicas;
+
+  before(() => {
+    http = new KubeHttp(ns.cluster.kubeConfig);
+  });
+
+  test('the documented drain: the HRA deleted, then the target scaled to zero; a decision taken before stays unwritten', async () => {
+    const { rd, hra } = await pair('drain');
+    await http.request('DELETE', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, ns.name, 'drain'));
+    await merge(RUNNER_DEPLOYMENTS, 'drain', { spec: { replicas: 0 } });
+    assert.equal(await writeScaleTarget(http, hra, target(rd), { replicas: 3 }), 'autoscaler-gone');
+    assert.equal(await replicasOf('drain'), 0);
+  });
+
+  test('a HRA recreated under the same name is not the one the decision came from', async () => {
+    const { rd, hra } = await pair('again');
+    await http.request('DELETE', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, ns.name, 'again'));
+    await http.request('POST', resourcePath(HORIZONTAL_RUNNER_AUTOSCALERS, ns.name), {
+      body: { ...hra, metadata: { name: 'again' }, status: undefined },
+    });
+    assert.equal(await writeScaleTarget(http, hra, target(rd), { replicas: 3 }), 'autoscaler-gone');
+    assert.equal(await replicasOf('again'), 2);
+  });
+
+  test("the target's spec or the HRA's spec changed since: not written; a status write alone does not matter", async () => {
+    const { rd, hra } = await pair('moved');
+    await merge(RUNNER_DEPLOYMENTS, 'moved', { spec: { replicas: 4 } });
+    assert.equal(await writeScaleTarget(http, hra, target(rd), { replicas: 3 }), 'target-changed');
+    assert.equal(await replicasOf('moved'), 4);
+
+    const fresh = await get<RunnerDeployment>(RUNNER_DEPLOYMENTS, 'moved');
+    await merge(RUNNER_DEPLOYMENTS, 'moved', { status: { replicas: 1 } }, '/status');
+    const t = '2026-01-02T03:04:05Z';
+    assert.equal(
+      await writeScaleTarget(http, hra, target(fresh), { replicas: 3, effectiveTime: t }),
+      'written',
+    );
+    const written = await get<RunnerDeployment>(RUNNER_DEPLOYMENTS, 'moved');
+    assert.equal(written.spec.replicas, 3);
+    assert.equal(written.spec.effectiveTime, t);
+
+    await merge(HORIZONTAL_RUNNER_AUTOSCALERS, 'moved', { spec: { maxReplicas: 2 } });
+    assert.equal(await writeScaleTarget(http, hra, target(written), { replicas: 5 }), 'autoscaler-changed');
+    assert.equal(await replicasOf('moved'), 3);
+  });
+
+  test('a target deleted since: nothing written, no error', async () => {
+    const { rd, hra } = await pair('deleted');
+    await http.request('DELETE', resourcePath(RUNNER_DEPLOYMENTS, ns.name, 'deleted'));
+    await eventually(
+      'the deployment gone',
+      async () => !(await get(RUNNER_DEPLOYMENTS, 'deleted').catch(() => undefined)),
+      10_000,
+      100,
+    );
+    assert.equal(await writeScaleTarget(http, hra, target(rd), { replicas: 3 }), 'target-gone');
   });
 });

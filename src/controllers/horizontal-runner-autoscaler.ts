@@ -46,7 +46,7 @@ import {
   rfc3339,
 } from './constants.ts';
 import type { GitHubClientSource, PodObject } from './runner-pod.ts';
-import { type ScaleTargetRunnerSpec, scaleTargetOf } from './scale-target.ts';
+import { type ScaleTargetRunnerSpec, scaleTargetOf, writeScaleTarget } from './scale-target.ts';
 
 /**
  * The HorizontalRunnerAutoscaler controller (spec §3.8, §7.1–7.4): for a RunnerDeployment or
@@ -206,11 +206,12 @@ export class HorizontalRunnerAutoscalerReconciler {
       reservations: reservationsOf(hra),
     });
     if (patch) {
-      try {
-        await mergePatch(this.http, target.ref, target.object, { spec: patch });
-      } catch (err) {
-        if (isNotFound(err)) return undefined;
-        throw err;
+      const written = await writeScaleTarget(this.http, hra, target, patch);
+      if (written === 'autoscaler-gone' || written === 'target-gone') return undefined;
+      if (written !== 'written') {
+        // The caches are behind a change that will reach them (and queue this HRA) shortly.
+        ctx.log.debug({ outcome: written }, 'the decision was made from an old state; not written');
+        return { requeueAfterMs: 1000 };
       }
       if (patch.replicas !== undefined) {
         ctx.log.info({ target: target.object.metadata.name, replicas: patch.replicas }, 'scaled the target');

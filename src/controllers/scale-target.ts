@@ -1,4 +1,13 @@
-import type { HorizontalRunnerAutoscaler, RunnerDeployment, RunnerSet } from '../api/index.ts';
+import {
+  HORIZONTAL_RUNNER_AUTOSCALERS,
+  type HorizontalRunnerAutoscaler,
+  type RunnerDeployment,
+  type RunnerSet,
+} from '../api/index.ts';
+import { isInvalid, isNotFound } from '../runtime/errors.ts';
+import type { ResourceRef } from '../runtime/informer.ts';
+import type { KubeHttp } from '../runtime/kube-http.ts';
+import { type JsonPatchOp, jsonPatch, objectPath } from '../runtime/objects.ts';
 import type { Store } from '../runtime/store.ts';
 
 /** The runner fields of a scale target: a deployment's template spec, or a RunnerSet's spec. */
@@ -37,4 +46,54 @@ export function scaleTargetOf(
     return rs && { kind: 'RunnerSet', object: rs, runnerSpec: rs.spec };
   }
   return undefined;
+}
+
+/** What became of an autoscaler's write to its target; only `written` changed anything. */
+export type ScaleTargetWrite =
+  | 'written'
+  | 'autoscaler-gone'
+  | 'autoscaler-changed'
+  | 'target-changed'
+  | 'target-gone';
+
+/**
+ * Writes an autoscaler's decision (`replicas`, `effectiveTime`) to its target only while both are
+ * what the decision was made from: the autoscaler still exists with the same spec, read live
+ * because the cache may not show its deletion yet, and the target's spec is unchanged (a `test`
+ * of its generation, which status writes do not move). Otherwise the documented way to drain —
+ * delete the autoscaler, then scale the target to zero — could be undone by a decision taken a
+ * moment before from a cache that had seen neither.
+ */
+export async function writeScaleTarget(
+  http: KubeHttp,
+  hra: HorizontalRunnerAutoscaler,
+  target: { ref: ResourceRef; object: RunnerDeployment | RunnerSet },
+  patch: { replicas?: number; effectiveTime?: string },
+): Promise<ScaleTargetWrite> {
+  try {
+    const live = await http.request<HorizontalRunnerAutoscaler>(
+      'GET',
+      objectPath(HORIZONTAL_RUNNER_AUTOSCALERS, hra),
+    );
+    if (live.metadata.deletionTimestamp || live.metadata.uid !== hra.metadata.uid) return 'autoscaler-gone';
+    if (live.metadata.generation !== hra.metadata.generation) return 'autoscaler-changed';
+  } catch (err) {
+    if (isNotFound(err)) return 'autoscaler-gone';
+    throw err;
+  }
+  const ops: JsonPatchOp[] = [
+    { op: 'test', path: '/metadata/generation', value: target.object.metadata.generation ?? 0 },
+  ];
+  if (patch.replicas !== undefined) ops.push({ op: 'add', path: '/spec/replicas', value: patch.replicas });
+  if (patch.effectiveTime !== undefined)
+    ops.push({ op: 'add', path: '/spec/effectiveTime', value: patch.effectiveTime });
+  try {
+    await jsonPatch(http, target.ref, target.object, ops);
+    return 'written';
+  } catch (err) {
+    if (isNotFound(err)) return 'target-gone';
+    // A failed `test` is the API server's 422.
+    if (isInvalid(err)) return 'target-changed';
+    throw err;
+  }
 }

@@ -216,6 +216,15 @@ export interface SandboxSummary {
 }
 
 /** The last lines of a log file, for an error message. */
+/** The runner annotations that say where an object is in its unregistration (for a drain's report). */
+function drainAnnotations(o: KubeObject): string {
+  const a = o.metadata.annotations ?? {};
+  return Object.keys(a)
+    .filter((k) => k.startsWith('actions-runner/'))
+    .map((k) => `${k.slice('actions-runner/'.length)}=${a[k]}`)
+    .join(' ');
+}
+
 function logTail(file: string, lines = 40): string {
   try {
     return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
@@ -712,6 +721,23 @@ export class Sandbox {
       await new Promise((r) => setTimeout(r, 500));
     }
     const drainSeconds = Math.round((Date.now() - started) / 100) / 10;
+    const leftLines = left.map(
+      (o) =>
+        `${o.kind}/${o.metadata.name} ${
+          (o as { status?: { phase?: string } }).status?.phase ?? ''
+        } ${o.metadata.deletionTimestamp ? `deleting since ${o.metadata.deletionTimestamp}` : 'not deleting'} [${(o.metadata.finalizers ?? []).join(',')}] ${drainAnnotations(o)}`,
+    );
+    if (left.length > 0) {
+      // What the owner asked for at the end: a drain that did not finish says whether scale-down was undone.
+      const owner = await http
+        .request<{ spec?: { replicas?: number }; status?: unknown }>(
+          'GET',
+          resourcePath(sampleResource(this.opts.kind), SANDBOX_NAMESPACE, SAMPLE_NAME),
+        )
+        .then((o) => ({ replicas: o.spec?.replicas, status: o.status }))
+        .catch((err: Error) => ({ error: err.message }));
+      leftLines.push(`${this.opts.kind}/${SAMPLE_NAME}: ${JSON.stringify(owner)}`);
+    }
     this.stopping = true;
     const exitCodes: Record<string, number | null> = {};
     for (const [name, child, exit] of [
@@ -751,12 +777,7 @@ export class Sandbox {
       uninstall: {
         drainSeconds,
         finalizersLeft: left.filter(paddockFinalizer).length,
-        left: left.map(
-          (o) =>
-            `${o.kind}/${o.metadata.name} ${
-              (o as { status?: { phase?: string } }).status?.phase ?? ''
-            } ${o.metadata.deletionTimestamp ? `deleting since ${o.metadata.deletionTimestamp}` : 'not deleting'} [${(o.metadata.finalizers ?? []).join(',')}]`,
-        ),
+        left: leftLines,
         exitCodes,
         webhookConfigurationsLeft: remaining,
       },
