@@ -8,6 +8,7 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { appendFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -40,6 +41,25 @@ process.on('exit', () => {
 });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
 
+/**
+ * Where each line comes from, recorded on the line: a table assembled from lines of several runs
+ * (a partial `--only` run keeps the others') names each line's own commit, day and machine.
+ */
+function provenance(): { commit: string; measuredAt: string; machine: string } {
+  let commit = 'unknown';
+  try {
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: root, encoding: 'utf8' }).trim();
+    commit = git('rev-parse', '--short', 'HEAD');
+    if (git('status', '--porcelain', '--untracked-files=no') !== '') commit += '+changes';
+  } catch {}
+  const cpus = os.cpus();
+  return {
+    commit,
+    measuredAt: new Date().toISOString().slice(0, 16).replace('T', ' '),
+    machine: `${cpus.length} × ${cpus[0]?.model.trim() ?? 'CPU'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Linux ${os.release()}, Node.js ${process.versions.node}`,
+  };
+}
+
 const results = path.join(root, 'bench', 'results.jsonl');
 // A partial run (--only) keeps the other benchmarks' last lines, so the table stays whole.
 const kept = existsSync(results)
@@ -66,7 +86,8 @@ for (const [name, args] of BENCHES) {
       for (const line of lines) {
         process.stdout.write(`${line}\n`);
         if (line.startsWith('{')) {
-          appendFileSync(results, `${JSON.stringify({ suite: name, ...(JSON.parse(line) as object) })}\n`);
+          const measured = { suite: name, ...(JSON.parse(line) as object), ...provenance() };
+          appendFileSync(results, `${JSON.stringify(measured)}\n`);
         }
       }
     });

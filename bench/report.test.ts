@@ -84,3 +84,22 @@ test('an unmet target says why from what was measured; a met one says nothing', 
     /The requests in 300 s: 40 × GET \/orgs\/\{org\}\/actions\/runners, 1 × GET \/rate_limit\./,
   );
 });
+
+test("each row names its own line's commit and day; a line from before they were recorded says so", () => {
+  const rows = evaluate([
+    {
+      kind: 'RunnerDeployment',
+      runners: 100,
+      controllerRssSteadyMiB: 90,
+      commit: 'abc1234+changes',
+      measuredAt: '2026-12-06 07:10',
+      machine: 'Linux 6.1, Node.js 24.22.3',
+    },
+    { bench: 'cold-start', kind: 'RunnerDeployment', runners: 100, startToReadyMs: 250 },
+  ]);
+  const row = (prefix: string) => rows.find((r) => r.figure.startsWith(prefix))!;
+  assert.equal(row('controller RSS, steady, 100').measured, 'abc1234+changes, 2026-12-06');
+  assert.equal(row('controller RSS, steady, 100').machine, 'Linux 6.1, Node.js 24.22.3');
+  assert.equal(row('cold start, 100').measured, 'unrecorded');
+  assert.equal(row('cold start, 1,000').measured, undefined, 'not run');
+});

@@ -8,7 +8,6 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -218,13 +217,12 @@ export const FIGURES: Figure[] = [
   },
 ];
 
-function machine(): string {
-  const cpus = os.cpus();
-  let commit = 'unknown';
-  try {
-    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
-  } catch {}
-  return `${cpus.length} × ${cpus[0]?.model.trim() ?? 'CPU'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Linux ${os.release()}, Node.js ${process.versions.node}, commit ${commit}`;
+/** A line's commit and day (`make bench` records them); older lines without them say so. */
+function measuredOf(line: Line | undefined): string | undefined {
+  if (!line) return undefined;
+  return typeof line.commit === 'string' && typeof line.measuredAt === 'string'
+    ? `${line.commit}, ${line.measuredAt.slice(0, 10)}`
+    : 'unrecorded';
 }
 
 export function evaluate(lines: Line[]) {
@@ -241,9 +239,24 @@ export function evaluate(lines: Line[]) {
       unit: f.unit,
       met,
       ran: line !== undefined,
+      measured: measuredOf(line),
+      machine: typeof line?.machine === 'string' ? line.machine : undefined,
       ...(why ? { why } : {}),
     };
   });
+}
+
+/** The systems the lines ran on, when they say: one for all, or which rows ran on which. */
+function machinesNote(rows: ReturnType<typeof evaluate>): string {
+  const machines = [...new Set(rows.flatMap((r) => (r.machine ? [r.machine] : [])))];
+  if (machines.length === 0) return '';
+  if (machines.length === 1) return ` System: ${machines[0]}.`;
+  return ` Systems: ${machines
+    .map((m) => {
+      const at = [...new Set(rows.filter((r) => r.machine === m).map((r) => r.measured))];
+      return `${m} (${at.join('; ')})`;
+    })
+    .join(', ')}.`;
 }
 
 function render(rows: ReturnType<typeof evaluate>, when: string): string {
@@ -252,10 +265,10 @@ function render(rows: ReturnType<typeof evaluate>, when: string): string {
   const out = [
     BEGIN,
     '',
-    `Measured ${when} on ${machine()}.`,
+    `Written ${when} from bench/results.jsonl; each row names the commit and day its line was measured at.${machinesNote(rows)}`,
     '',
-    '| figure | target | value | met |',
-    '| --- | --- | --- | --- |',
+    '| figure | target | value | met | measured at |',
+    '| --- | --- | --- | --- | --- |',
     ...rows.map(
       (r) =>
         `| ${r.figure} | ${targetText(r.target, r.unit)} | ${
@@ -264,7 +277,7 @@ function render(rows: ReturnType<typeof evaluate>, when: string): string {
               ? 'no figure'
               : `${r.value.toLocaleString('en')}${r.unit ? ` ${r.unit}` : ''}`
             : 'not run'
-        } | ${r.met === null ? '—' : r.met ? 'yes' : '**no**'} |`,
+        } | ${r.met === null ? '—' : r.met ? 'yes' : '**no**'} | ${r.measured ?? '—'} |`,
     ),
     '',
     ...rows.flatMap((r) => (r.why ? [`- **${r.figure}** not met: ${r.why}`] : [])),
