@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { isDns1123Label } from '../runtime/names.ts';
+import { invalidNamespaceReason } from '../runtime/names.ts';
 import type { KeyPairPem } from './certs.ts';
 import type { AdmissionResult } from './runner-token.ts';
 
@@ -153,19 +153,11 @@ export async function reviewAdmission(
     }
   }
   // The API server only sends real namespace names; anything else would end up in a URL path.
-  if (
-    typeof request.namespace === 'string' &&
-    request.namespace !== '' &&
-    !isDns1123Label(request.namespace)
-  ) {
-    const shown = JSON.stringify(request.namespace.slice(0, 80));
-    return {
-      status: 400,
-      body: {
-        message: `malformed AdmissionReview: request.namespace ${shown} is not a namespace name (a lower-case RFC 1123 label of at most 63 characters)`,
-      },
-    };
-  }
+  const badNamespace =
+    typeof request.namespace === 'string' && request.namespace !== ''
+      ? invalidNamespaceReason('request.namespace', request.namespace)
+      : undefined;
+  if (badNamespace) return { status: 400, body: { message: `malformed AdmissionReview: ${badNamespace}` } };
   const uid = request.uid;
   const timeoutMs = options.timeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
   const deadline = AbortSignal.timeout(timeoutMs);
