@@ -45,21 +45,33 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => pr
  * Where each line comes from, recorded on the line: a table assembled from lines of several runs
  * (a partial `--only` run keeps the others') names each line's own commit, day and machine.
  */
-function provenance(): { commit: string; measuredAt: string; machine: string } {
+function measuredFrom(): { commit: string; machine: string } {
   let commit = 'unknown';
   try {
     const git = (...args: string[]) => execFileSync('git', args, { cwd: root, encoding: 'utf8' }).trim();
     commit = git('rev-parse', '--short', 'HEAD');
-    if (git('status', '--porcelain', '--untracked-files=no') !== '') commit += '+changes';
+    // The bench's own outputs do not count: they change as it runs.
+    const changed = git(
+      'status',
+      '--porcelain',
+      '--untracked-files=no',
+      '--',
+      '.',
+      ':!bench/results.jsonl',
+      ':!README.md',
+    );
+    if (changed !== '') commit += '+changes';
   } catch {}
   const cpus = os.cpus();
   return {
     commit,
-    measuredAt: new Date().toISOString().slice(0, 16).replace('T', ' '),
     machine: `${cpus.length} × ${cpus[0]?.model.trim() ?? 'CPU'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Linux ${os.release()}, Node.js ${process.versions.node}`,
   };
 }
 
+const now = () => new Date().toISOString().slice(0, 16).replace('T', ' ');
+// Taken once, before any line is written: the code measured is the code at the start.
+const provenance = measuredFrom();
 const results = path.join(root, 'bench', 'results.jsonl');
 // A partial run (--only) keeps the other benchmarks' last lines, so the table stays whole.
 const kept = existsSync(results)
@@ -86,7 +98,12 @@ for (const [name, args] of BENCHES) {
       for (const line of lines) {
         process.stdout.write(`${line}\n`);
         if (line.startsWith('{')) {
-          const measured = { suite: name, ...(JSON.parse(line) as object), ...provenance() };
+          const measured = {
+            suite: name,
+            ...(JSON.parse(line) as object),
+            ...provenance,
+            measuredAt: now(),
+          };
           appendFileSync(results, `${JSON.stringify(measured)}\n`);
         }
       }
