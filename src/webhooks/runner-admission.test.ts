@@ -188,7 +188,13 @@ describe('validateRunnerResourceRequest', () => {
     }
     const r = validateRunnerResourceRequest('Runner', request('RunnerDeployment', 'CREATE', runner({})));
     assert.equal(r.status?.code, 400);
-    assert.match(r.status!.message, /the Runner webhook was sent a RunnerDeployment/);
+    assert.match(r.status!.message, /the Runner webhook was sent a "RunnerDeployment"/);
+    // Fuzzed: a kind that is an object whose toString is data (String() would throw).
+    const odd = request('Runner', 'CREATE', runner({}));
+    odd.kind = { kind: { toString: 'x', 名前: null } } as unknown as AdmissionRequest['kind'];
+    const o = validateRunnerResourceRequest('Runner', odd);
+    assert.equal(o.status?.code, 400);
+    assert.match(o.status!.message, /was sent a \{"toString":"x","名前":null\}/);
   });
 });
 

@@ -4,6 +4,7 @@ import {
   formatFieldError,
   invalidMessage,
   type RunnerResourceKind,
+  renderValue,
   validateRunnerResource,
 } from './runner-validation.ts';
 import type { AdmissionHandler, AdmissionRequest } from './server.ts';
@@ -69,7 +70,7 @@ export function validateRunnerResourceRequest(
   const requestKind = isObj(request.kind) ? request.kind.kind : undefined;
   if (requestKind !== undefined && requestKind !== kind) {
     return badRequest(
-      `the ${kind} webhook was sent a ${String(requestKind)}; check the webhook configuration`,
+      `the ${kind} webhook was sent a ${renderValue(requestKind)}; check the webhook configuration`,
     );
   }
   const object = request.object;

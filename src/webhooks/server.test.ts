@@ -68,6 +68,10 @@ describe('AdmissionReview framing', () => {
         /expected apiVersion admission.k8s.io\/v1/,
       ],
       [
+        JSON.stringify({ apiVersion: { toString: 'v1' }, kind: { toString: 1 }, request: { uid: 'u' } }),
+        /got \{"toString":"v1"\} \{"toString":1\}/,
+      ],
+      [
         JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }),
         /request.uid is missing/,
       ],

@@ -133,7 +133,7 @@ export async function reviewAdmission(
       status: 400,
       body: {
         message: bounded(
-          `malformed AdmissionReview: expected apiVersion ${ADMISSION_API_VERSION} kind AdmissionReview, got ${String(review.apiVersion)} ${String(review.kind)}`,
+          `malformed AdmissionReview: expected apiVersion ${ADMISSION_API_VERSION} kind AdmissionReview, got ${shownValue(review.apiVersion)} ${shownValue(review.kind)}`,
         ),
       },
     };
@@ -216,8 +216,16 @@ function nestedDeeperThan(text: string, max: number): boolean {
   return false;
 }
 
+/** Any JSON value of a request in a message; `String()` would throw on an object whose `toString` is data. */
+function shownValue(v: unknown): string {
+  return (JSON.stringify(v) ?? 'undefined').slice(0, 80);
+}
+
 function describeRequest(request: Record<string, unknown>): string {
-  const resource = isObject(request.resource) ? String(request.resource.resource ?? 'object') : 'object';
+  const resource =
+    isObject(request.resource) && typeof request.resource.resource === 'string'
+      ? request.resource.resource
+      : 'object';
   const ns = typeof request.namespace === 'string' && request.namespace ? `${request.namespace}/` : '';
   const name = typeof request.name === 'string' && request.name ? request.name : '<new>';
   return `${resource} ${ns}${name}`;
