@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import readline from 'node:readline';
+import tls from 'node:tls';
 import { KubeError, kubeErrorFromResponse } from './errors.ts';
 
 /**
@@ -56,6 +57,12 @@ export class KubeHttp {
   /** Short requests share a keep-alive pool; each watch gets its own socket from another pool. */
   private readonly requestAgent: http.Agent;
   private readonly watchAgent: http.Agent;
+  private secureContext?: {
+    ca: https.RequestOptions['ca'];
+    cert: https.RequestOptions['cert'];
+    key: https.RequestOptions['key'];
+    context: tls.SecureContext;
+  };
 
   constructor(kc: ClusterAccess) {
     this.kc = kc;
@@ -72,12 +79,32 @@ export class KubeHttp {
     return this.server.toString();
   }
 
-  private async baseOptions(): Promise<https.RequestOptions> {
+  private async baseOptions(): Promise<https.RequestOptions & Pick<tls.ConnectionOptions, 'secureContext'>> {
     // Asked every time: credentials may rotate (exec and file auth cache them themselves).
-    const opts: https.RequestOptions = {};
+    const opts: https.RequestOptions & Pick<tls.ConnectionOptions, 'secureContext'> = {};
     await this.kc.applyToHTTPSOptions(opts);
     delete opts.agent;
+    if (this.server.protocol === 'https:') opts.secureContext = this.secureContextFor(opts);
     return opts;
+  }
+
+  /**
+   * One TLS context for as long as the CA and client certificate stay the same: Node.js would
+   * otherwise parse them again for every connection, and a start opens one per informer's list and
+   * watch. ca/cert/key stay in the options too, since the agent pools sockets by them.
+   */
+  private secureContextFor(opts: https.RequestOptions): tls.SecureContext {
+    const held = this.secureContext;
+    if (held && samePem(held.ca, opts.ca) && samePem(held.cert, opts.cert) && samePem(held.key, opts.key)) {
+      return held.context;
+    }
+    const context = tls.createSecureContext({
+      ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
+      ...(opts.cert !== undefined ? { cert: opts.cert } : {}),
+      ...(opts.key !== undefined ? { key: opts.key } : {}),
+    });
+    this.secureContext = { ca: opts.ca, cert: opts.cert, key: opts.key, context };
+    return context;
   }
 
   private url(path: string, query?: RequestOptions['query']): URL {
@@ -210,4 +237,21 @@ export class KubeHttp {
     this.requestAgent.destroy();
     this.watchAgent.destroy();
   }
+}
+
+type Pem = string | Buffer | (string | Buffer | tls.KeyObject)[] | tls.KeyObject[] | undefined;
+
+/** Equal contents (a kubeconfig loader may hand out fresh buffers of the same files every time). */
+function samePem(a: Pem, b: Pem): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return (
+      Array.isArray(a) &&
+      Array.isArray(b) &&
+      a.length === b.length &&
+      a.every((x, i) => samePem(x as Pem, b[i] as Pem))
+    );
+  }
+  if (typeof a === 'string' || typeof b === 'string') return false;
+  return Buffer.isBuffer(a) && Buffer.isBuffer(b) && a.equals(b);
 }

@@ -15,14 +15,14 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import type { TLSSocket } from 'node:tls';
+import tls, { type TLSSocket } from 'node:tls';
 import {
   generateCertificateAuthority,
   issueClientCertificate,
   issueServingCertificate,
   type KeyPairPem,
 } from '../webhooks/certs.ts';
-import { KubeHttp } from './kube-http.ts';
+import { type ClusterAccess, KubeHttp } from './kube-http.ts';
 import {
   inClusterKubeconfig,
   type Kubeconfig,
@@ -109,10 +109,13 @@ async function apiServer(serving: KeyPairPem, opts: { clientCa?: string } = {}) 
       res.end('{"ok":true}');
     },
   );
+  let connections = 0;
+  server.on('secureConnection', () => connections++);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
   return {
     port,
+    connections: () => connections,
     url: `https://127.0.0.1:${port}`,
     seen,
     close: () =>
@@ -341,6 +344,45 @@ describe('kubeconfig files', () => {
       const file = write(dir, `c${i}`, simpleConfig(cluster, user));
       assert.throws(() => loadKubeconfig(isolated({ path: file })), want);
     });
+  });
+});
+
+describe('KubeHttp TLS', () => {
+  test('one TLS context for many connections while the credentials stay the same; a rotated client certificate gets its own', async () => {
+    const server = await apiServer(ipServing, { clientCa: ca.cert });
+    const rotated = issueClientCertificate(ca, { commonName: 'rotated-client' });
+    let current = client;
+    // As client-node's KubeConfig does: fresh buffers of the same files on every call.
+    const access: ClusterAccess = {
+      getCurrentCluster: () => ({ name: 'c', server: server.url }),
+      applyToHTTPSOptions: async (opts) => {
+        opts.ca = Buffer.from(ca.cert);
+        opts.cert = Buffer.from(current.cert);
+        opts.key = Buffer.from(current.key);
+      },
+    };
+    const created = { count: 0 };
+    const original = tls.createSecureContext;
+    tls.createSecureContext = (options) => {
+      created.count++;
+      return original(options);
+    };
+    const http = new KubeHttp(access);
+    try {
+      // In parallel, so that each opens its own connection.
+      await Promise.all(Array.from({ length: 5 }, () => http.request('GET', '/version')));
+      assert.equal(server.connections(), 5);
+      assert.equal(created.count, 1);
+      assert.deepEqual(new Set(server.seen.map((s) => s.clientCN)), new Set(['client-of-test']));
+      current = rotated;
+      await http.request('GET', '/version');
+      assert.equal(created.count, 2);
+      assert.equal(server.seen.at(-1)?.clientCN, 'rotated-client');
+    } finally {
+      tls.createSecureContext = original;
+      http.close();
+      await server.close();
+    }
   });
 });
 
