@@ -8,5 +8,13 @@
  * per runner-hour) and replacement latency (`node bench/fleet.ts --node-flags=…`); 1 MiB saved no more.
  * An earlier trial of the cap had raised runner listings 2–6×: the cause was the runner registry
  * dropping a scope's fresh snapshot whenever reconcile timing briefly emptied it (fixed), not the GC.
+ *
+ * `--heap-growing-percent=20`: after a full GC V8 lets the old generation grow by a factor it picks
+ * from GC and allocation speeds (up to 4×) before collecting again. paddock's survivors are few (36 MiB
+ * in a heap snapshot at 1,000 runners) and its garbage plentiful (decoded lists and watch events), so
+ * the heap sat at 110–115 MiB, 50–95 MiB of it garbage, and RSS at 222–229 MiB. Growing by 20 %:
+ * 145–153 MiB RSS (three runs of `node bench/fleet.ts --runs runnerdeployment:1000`) for about 10 %
+ * more CPU (38–39 s against 31–36 s in 120 s), replacement p99 344–669 ms against 402–1,067 ms;
+ * 10 % saved nothing more. At 100 runners the heap is at V8's floor either way (116–118 MiB RSS).
  */
-export const PADDOCK_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
+export const PADDOCK_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2', '--heap-growing-percent=20'];
