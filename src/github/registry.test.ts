@@ -292,6 +292,69 @@ describe('RunnerRegistry logic', () => {
     assert.deepEqual(summary(renamed), ['appeared:x', 'vanished:x'], 'identity is the ID');
   });
 
+  test('the pages after the first are asked for a few at a time; a list that grew is followed, one that shrank ends', async () => {
+    // 12 pages of 2 runners; `total` is what GitHub holds when a page is answered.
+    let total = 24;
+    let inFlight = 0;
+    let mostInFlight = 0;
+    const asked: number[] = [];
+    const lister: RunnerPageLister = {
+      credentialId: 'token:test',
+      async listRunnerPage(_scope, page) {
+        asked.push(page);
+        inFlight++;
+        mostInFlight = Math.max(mostInFlight, inFlight);
+        await realSleep(5);
+        inFlight--;
+        const ids = [2 * page - 1, 2 * page].filter((id) => id <= total);
+        return {
+          runners: ids.map((id) => runner(id)),
+          totalCount: total,
+          hasNext: 2 * page < total,
+          maxAgeMs: 60_000,
+          notModified: false,
+        };
+      },
+    };
+    const registry = new RunnerRegistry({
+      lister,
+      clock: new SteppingClock(),
+      logger: silentLogger(),
+      inconsistentRetries: 0, // one pass per refresh, to see it whole
+    });
+    const all = await registry.refreshNow(org);
+    assert.equal(all.runners.length, 24);
+    assert.equal(all.complete, true);
+    assert.deepEqual(asked, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], 'each page once, none past the end');
+    assert.equal(mostInFlight, 5, 'five pages at a time after the first');
+
+    // Grown to 27 after page 1 was answered: pages 13 and 14 are followed one by one.
+    asked.length = 0;
+    total = 24;
+    const grow = lister.listRunnerPage.bind(lister);
+    lister.listRunnerPage = async (scope, page, options) => {
+      const p = await grow(scope, page, options);
+      if (page === 1) total = 27;
+      return p;
+    };
+    const grown = await registry.refreshNow(org);
+    assert.deepEqual(asked, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
+    assert.equal(grown.runners.length, 27);
+    assert.equal(grown.complete, false, "page 1's count disagrees with the rest");
+
+    // Shrunk to 7 after page 1: the batch holding the new end is the last one asked for.
+    asked.length = 0;
+    total = 24;
+    lister.listRunnerPage = async (scope, page, options) => {
+      const p = await grow(scope, page, options);
+      if (page === 1) total = 7;
+      return p;
+    };
+    const shrunk = await registry.refreshNow(org);
+    assert.deepEqual(asked, [1, 2, 3, 4, 5, 6]);
+    assert.equal(shrunk.complete, false);
+  });
+
   test('pages that disagree (runners changed mid-listing) are listed again', async () => {
     const lister = new ScriptedLister((call, page) => {
       const shifted = call < 2; // first pass: page 2 shifted by a removal, runner 2 is listed twice

@@ -192,6 +192,8 @@ export interface GetOptions extends ListOptions {
 }
 
 const MAX_PAGES = 1000; // 100,000 runners
+/** Pages of one listing in flight together: a few, far below GitHub's 100 concurrent requests. */
+const PAGES_AT_ONCE = 5;
 
 export class RunnerRegistry {
   readonly credentialId: string;
@@ -520,30 +522,47 @@ export class RunnerRegistry {
   }
 
   private async listAll(scope: GitHubScope, options: ListOptions) {
-    const byId = new Map<number, GitHubRunner>();
-    let totalCount = 0;
-    let maxAgeMs: number | undefined;
-    let consistent = true;
-    let pages = 0;
-    let notModifiedPages = 0;
-    for (let page = 1; page <= MAX_PAGES; page++) {
-      const p = await this.lister.listRunnerPage(scope, page, options);
-      pages++;
-      if (p.notModified) notModifiedPages++;
-      if (page === 1) {
-        totalCount = p.totalCount;
-        maxAgeMs = p.maxAgeMs;
-      } else if (p.totalCount !== totalCount) {
-        consistent = false;
+    const first = await this.lister.listRunnerPage(scope, 1, options);
+    const pages = [first];
+    if (first.hasNext) {
+      // Runners that register or go while the pages are listed make them disagree, the more the
+      // longer a listing takes: the pages page 1's total calls for are asked for a few at a time.
+      const last = Math.min(
+        MAX_PAGES,
+        Math.max(2, Math.ceil(first.totalCount / Math.max(1, first.runners.length))),
+      );
+      // A page that ends the list (it shrank meanwhile) ends the listing.
+      for (let from = 2; from <= last && pages.at(-1)!.hasNext; from += PAGES_AT_ONCE) {
+        const batch: number[] = [];
+        for (let page = from; page <= Math.min(last, from + PAGES_AT_ONCE - 1); page++) batch.push(page);
+        pages.push(
+          ...(await Promise.all(batch.map((page) => this.lister.listRunnerPage(scope, page, options)))),
+        );
       }
+      // The list grew meanwhile: followed to its end.
+      for (let page = last + 1; pages.at(-1)!.hasNext && page <= MAX_PAGES; page++) {
+        pages.push(await this.lister.listRunnerPage(scope, page, options));
+      }
+    }
+    const byId = new Map<number, GitHubRunner>();
+    let consistent = true;
+    let notModifiedPages = 0;
+    for (const p of pages) {
+      if (p.notModified) notModifiedPages++;
+      if (p.totalCount !== first.totalCount) consistent = false;
       for (const r of p.runners) {
         if (byId.has(r.id)) consistent = false;
         byId.set(r.id, r);
       }
-      if (!p.hasNext) break;
     }
-    if (byId.size !== totalCount) consistent = false;
-    return { runners: [...byId.values()], maxAgeMs, consistent, pages, notModifiedPages };
+    if (byId.size !== first.totalCount) consistent = false;
+    return {
+      runners: [...byId.values()],
+      maxAgeMs: first.maxAgeMs,
+      consistent,
+      pages: pages.length,
+      notModifiedPages,
+    };
   }
 
   private emit(changes: RunnerChange[]): void {
