@@ -342,7 +342,15 @@ export async function sandboxCommand(argv: string[], env: NodeJS.ProcessEnv = pr
   if (summary) {
     if (json) process.stdout.write(`${JSON.stringify(summary)}\n`);
     else process.stdout.write(`\n${JSON.stringify(summary, null, 2)}\n`);
-    if (summary.controller.exitCode !== 0 && summary.controller.exitCode !== null) exitCode = 1;
+    const code = summary.controller.exitCode;
+    if (code !== 0 && code !== null) {
+      exitCode = 1;
+      // The summary goes to stdout; the reason for the exit code goes where errors go.
+      const tail = summary.chart?.uninstall.logTails.paddock;
+      process.stderr.write(
+        `paddock sandbox: paddock exited with ${code}${code === 137 ? ' (killed: not stopped 15 s after SIGTERM)' : ''}${tail ? `; its log ends:\n${tail}` : ''}\n`,
+      );
+    }
   }
   return exitCode;
 }

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
@@ -155,7 +156,10 @@ export interface ChartFigures {
     finalizersLeft: number;
     /** What was left when the drain gave up: `kind/name phase deleting finalizers`, for a failure message. */
     left: string[];
+    /** 137: killed, not stopped 15 s after SIGTERM. */
     exitCodes: Record<string, number | null>;
+    /** The end of the log of each process that exited other than 0. */
+    logTails: Record<string, string>;
     /** paddock's webhook configurations still present 60 s after `helm uninstall` (must be 0). */
     webhookConfigurationsLeft: string[];
   };
@@ -310,6 +314,8 @@ export class Sandbox {
   workload: WorkloadGenerator | undefined;
   paddock: ChildProcess | undefined;
   paddockExit: Promise<number> | undefined;
+  /** Where each spawned process logs. */
+  private readonly logFiles = new Map<ChildProcess, string>();
   metricsUrl: string | undefined;
   token = '';
   startedAt = 0;
@@ -603,7 +609,13 @@ export class Sandbox {
     const out = createWriteStream(logFile);
     child.stdout?.pipe(out);
     child.stderr?.pipe(out);
-    const exit = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
+    // Killed by a signal: 128 + its number, as a shell reports it (137: SIGKILL), not a bare 1.
+    const exit = new Promise<number>((resolve) =>
+      child.on('exit', (code, signal) =>
+        resolve(code ?? (signal ? 128 + (os.constants.signals[signal] ?? 0) : 1)),
+      ),
+    );
+    this.logFiles.set(child, logFile);
     if (args[0] === 'run') {
       void exit.then((code) => {
         if (!this.opts.restartReplicas || this.stopping || this.restartingPrimary) return;
@@ -740,6 +752,7 @@ export class Sandbox {
     }
     this.stopping = true;
     const exitCodes: Record<string, number | null> = {};
+    const logTails: Record<string, string> = {};
     for (const [name, child, exit] of [
       ['paddock', this.paddock, this.paddockExit],
       ['webhook-server', this.webhookServer, this.webhookServerExit],
@@ -749,6 +762,8 @@ export class Sandbox {
       const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
       exitCodes[name] = await exit;
       clearTimeout(killer);
+      // The reason, while the log is still there (stop() removes the control plane's directory).
+      if (exitCodes[name] !== 0) logTails[name] = logTail(this.logFiles.get(child) ?? '', 30);
     }
     const audited = await rbacFigures(this.plane!.auditLogPath!, [...this.chartUsers]);
     const granted = grantedRules(release.objects, [...this.chartUsers]);
@@ -779,6 +794,7 @@ export class Sandbox {
         finalizersLeft: left.filter(paddockFinalizer).length,
         left: leftLines,
         exitCodes,
+        logTails,
         webhookConfigurationsLeft: remaining,
       },
     };
