@@ -30,7 +30,8 @@ function paddock(args: string[], env: NodeJS.ProcessEnv = {}) {
     stderr += d.toString();
   });
   const exited = new Promise<number>((resolve) =>
-    child.on('exit', (code, signal) => resolve(code ?? (signal ? 128 : 0))),
+    // 'close': after the output, which may arrive after 'exit'.
+    child.on('close', (code, signal) => resolve(code ?? (signal ? 128 : 0))),
   );
   return { child, exited, out: () => stdout, err: () => stderr };
 }

@@ -70,7 +70,8 @@ test('paddock sandbox --help names --kind; an unknown kind is a usage error befo
     child.stderr.on('data', (d: Buffer) => {
       out += d.toString();
     });
-    const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+    // 'close': after the output, which may arrive after 'exit'.
+    const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
     return { code, out };
   };
   const help = await run(['--help']);

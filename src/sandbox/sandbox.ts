@@ -611,7 +611,8 @@ export class Sandbox {
     child.stderr?.pipe(out);
     // Killed by a signal: 128 + its number, as a shell reports it (137: SIGKILL), not a bare 1.
     const exit = new Promise<number>((resolve) =>
-      child.on('exit', (code, signal) =>
+      // 'close': the log has all the output (logTail reads it right after).
+      child.on('close', (code, signal) =>
         resolve(code ?? (signal ? 128 + (os.constants.signals[signal] ?? 0) : 1)),
       ),
     );

@@ -16,7 +16,8 @@ export function runBuildScript(script: string, log: (line: string) => void): Pro
       for (const line of d.toString().split('\n')) if (line.trim()) log(line);
     });
     child.on('error', reject);
-    child.on('exit', (code) => {
+    // 'close', not 'exit': the last line of stdout may arrive after the process has exited.
+    child.on('close', (code) => {
       if (code === 0) resolve(out.trim().split('\n').pop() ?? '');
       else reject(new Error(`hack/${path.basename(script)} failed with exit code ${code}`));
     });

@@ -90,12 +90,15 @@ export function startManagedProcess(opts: StartOptions): ManagedProcess {
   if (child.pid === undefined) throw new Error(`${opts.name}: could not be started`);
   const pid = child.pid;
   let alive = true;
+  // Output can still be in the pipes when 'exit' comes: the log is whole once stdio has closed
+  // (bounded, in case something the process started still holds them) and the file is written.
+  const stdioClosed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const exited = new Promise<number | string>((resolve) => {
     child.once('exit', (code, signal) => {
       alive = false;
       live.delete(managed);
-      log.end();
-      resolve(code ?? signal ?? 'unknown');
+      const bound = new Promise<void>((r) => setTimeout(r, 2000).unref());
+      void Promise.race([stdioClosed, bound]).then(() => log.end(() => resolve(code ?? signal ?? 'unknown')));
     });
   });
   const managed: ManagedProcess = {

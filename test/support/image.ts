@@ -264,7 +264,8 @@ export async function runImage(
     stderr += d.toString();
   });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => resolve({ code, signal })),
+    // 'close': after the output, which may arrive after 'exit'.
+    child.on('close', (code, signal) => resolve({ code, signal })),
   );
   if (child.pid === undefined) throw new Error('unshare did not start');
   return { child, pid: child.pid, exited, out: () => stdout, err: () => stderr };

@@ -36,7 +36,8 @@ export async function runSandbox(extra: string[]): Promise<SandboxSummary> {
   child.stderr.on('data', (d: Buffer) => {
     err += d.toString();
   });
-  const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+  // 'close': after the output, which may arrive after 'exit'.
+  const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
   assert.equal(code, 0, `exit code (stderr: ${err.slice(-2000)})`);
   const lines = out.trim().split('\n');
   assert.equal(lines.length, 1, 'exactly one JSON line on stdout');
