@@ -750,6 +750,16 @@ export class Sandbox {
         .then((o) => ({ replicas: o.spec?.replicas, status: o.status }))
         .catch((err: Error) => ({ error: err.message }));
       leftLines.push(`${this.opts.kind}/${SAMPLE_NAME}: ${JSON.stringify(owner)}`);
+      // What paddock last said about them (its log goes with the control plane's directory).
+      const logFile = this.paddock ? this.logFiles.get(this.paddock) : undefined;
+      const names = left.map((o) => o.metadata.name).filter((n): n is string => Boolean(n));
+      const said = logFile
+        ? logTail(logFile, Number.POSITIVE_INFINITY)
+            .split('\n')
+            .filter((line) => names.some((n) => line.includes(n)))
+            .slice(-15)
+        : [];
+      leftLines.push(...said.map((line) => `paddock: ${line.slice(0, 600)}`));
     }
     this.stopping = true;
     const exitCodes: Record<string, number | null> = {};
