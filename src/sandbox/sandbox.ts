@@ -607,13 +607,15 @@ export class Sandbox {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const out = createWriteStream(logFile);
-    child.stdout?.pipe(out);
-    child.stderr?.pipe(out);
+    // Both streams end the file only once both have closed: the first to end would otherwise cut
+    // off what the other still had to say.
+    child.stdout?.pipe(out, { end: false });
+    child.stderr?.pipe(out, { end: false });
     // Killed by a signal: 128 + its number, as a shell reports it (137: SIGKILL), not a bare 1.
+    // Resolved once the log file holds all the output (logTail reads it right after).
     const exit = new Promise<number>((resolve) =>
-      // 'close': the log has all the output (logTail reads it right after).
       child.on('close', (code, signal) =>
-        resolve(code ?? (signal ? 128 + (os.constants.signals[signal] ?? 0) : 1)),
+        out.end(() => resolve(code ?? (signal ? 128 + (os.constants.signals[signal] ?? 0) : 1))),
       ),
     );
     this.logFiles.set(child, logFile);
