@@ -80,6 +80,7 @@ for (const { kind, runners } of fleetRuns(values)) {
       runners,
       githubRateLimitedRequestsPerRunnerHour: s.github.rateLimitedRequestsPerRunnerHour,
       githubRequestsByRoute: s.github.byRoute,
+      githubListingsByReason: s.github.listingsByReason ?? null,
       replacementLatencyMsP50: s.replacementLatencyMs.p50,
       replacementLatencyMsP99: s.replacementLatencyMs.p99,
       jobsCancelledByController: s.jobs.cancelledByController,

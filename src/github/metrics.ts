@@ -17,6 +17,7 @@ export class GitHubMetrics {
   readonly requests: Counter<'endpoint' | 'status' | 'not_modified'>;
   readonly budgetHeldBack: Counter<'credential' | 'reason'>;
   readonly registryAge: Gauge<'credential' | 'scope'>;
+  readonly registryListings: Counter<'credential' | 'reason'>;
   private readonly ageSources = new Set<RegistryAgeSource>();
 
   constructor(registry: Registry) {
@@ -42,6 +43,15 @@ export class GitHubMetrics {
     this.budgetHeldBack = new Counter({
       name: 'github_requests_held_back_total',
       help: 'GitHub API requests not sent because of the rate-limit budget (reserve, exhausted, secondary)',
+      labelNames: ['credential', 'reason'],
+      registers: [registry],
+    });
+    this.registryListings = new Counter({
+      name: 'github_runner_registry_listings_total',
+      help:
+        'Runner listings (every page, conditionally) per credential and why: first, max-age (the cached ' +
+        'list expired), incomplete (a list whose pages disagreed expired early), requested (a decision ' +
+        'needed a list newer than an event), pages-disagreed (listed again at once)',
       labelNames: ['credential', 'reason'],
       registers: [registry],
     });

@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { Registry } from 'prom-client';
 import { GitHubDouble, type RunnerRecord } from '../testenv/github-double/index.ts';
 import { GitHubClient } from './client.ts';
 import { GitHubApiError } from './errors.ts';
+import { GitHubMetrics } from './metrics.ts';
 import {
   diffRunners,
   type GitHubRunner,
@@ -416,7 +418,7 @@ describe('RunnerRegistry logic', () => {
     assert.equal(snap.isFresh(clock.now() + 15_000), false, 'but not for its full max-age');
   });
 
-  test('a listing whose pages disagreed is served (and kept fresh) for 15 s, not re-listed by every lookup', async () => {
+  test("a listing whose pages disagreed is served for 15 s; the keeper waits for GitHub's max-age", async () => {
     let disagree = true;
     const lister = new ScriptedLister((_call, page) => {
       if (!disagree) {
@@ -446,14 +448,57 @@ describe('RunnerRegistry logic', () => {
     // A caller that must prove an absence asks for a listing newer than the one it has.
     assert.equal((await registry.fresherThan(org, clock.now() + 1)).complete, false);
     assert.equal(registry.refreshes, 2);
-    disagree = false;
-    await clock.advance(15_000);
-    await until(() => registry.refreshes === 3, 'the keeper lists again');
-    assert.equal((await registry.get(org)).complete, true);
-    await clock.advance(30_000);
+    // Under churn every listing disagrees: a keeper listing every 15 s would quadruple the spend.
+    await clock.advance(30_000); // 44 s: the incomplete snapshot has expired, GitHub's 60 s not
     await realSleep(10);
-    assert.equal(registry.refreshes, 3, 'a complete listing is kept for its max-age');
+    assert.equal(registry.refreshes, 2, 'the keeper does not list an incomplete snapshot again early');
+    assert.equal((await registry.get(org)).complete, false, 'a lookup after 15 s does');
+    assert.equal(registry.refreshes, 3);
+    disagree = false;
+    await clock.advance(60_000);
+    await until(() => registry.refreshes === 4, 'the keeper lists again at max-age (60 s)');
+    assert.equal((await registry.get(org)).complete, true);
+    await clock.advance(10_000); // 114 s: the complete listing of 60 s is fresh until 120 s
+    await realSleep(10);
+    assert.equal(registry.refreshes, 4, 'a complete listing is kept for its max-age');
     stop();
+  });
+
+  test('while runners keep changing, a listing whose pages disagree is not repeated at once', async () => {
+    let churn = true;
+    let passes = 0;
+    const lister = new ScriptedLister((_call, page) => {
+      if (page === 1) passes++;
+      if (!churn) {
+        return { runners: [runner(1)], totalCount: 1, hasNext: false, maxAgeMs: 60_000, notModified: false };
+      }
+      if (page === 1) {
+        return { runners: [runner(1)], totalCount: 3, hasNext: true, maxAgeMs: 60_000, notModified: false };
+      }
+      return { runners: [runner(3)], totalCount: 2, hasNext: false, maxAgeMs: 60_000, notModified: false };
+    });
+    const metrics = new GitHubMetrics(new Registry());
+    const registry = new RunnerRegistry({
+      lister,
+      clock: new SteppingClock(),
+      logger: silentLogger(),
+      inconsistentRetries: 2,
+      metrics,
+    });
+    assert.equal((await registry.refreshNow(org)).complete, false);
+    assert.equal(passes, 3, 'the first disagreement is listed again twice');
+    assert.equal((await registry.refreshNow(org)).complete, false);
+    assert.equal(passes, 4, 'still disagreeing: one pass, no re-listing');
+    churn = false;
+    assert.equal((await registry.refreshNow(org)).complete, true);
+    assert.equal(passes, 5);
+    churn = true;
+    assert.equal((await registry.refreshNow(org)).complete, false);
+    assert.equal(passes, 8, 'after a listing that agreed, a disagreement is listed again');
+    const byReason = Object.fromEntries(
+      (await metrics.registryListings.get()).values.map((v) => [v.labels.reason, v.value]),
+    );
+    assert.deepEqual(byReason, { requested: 4, 'pages-disagreed': 4 }, 'each pass counted once, by reason');
   });
 
   test('fresherThan: the cached snapshot when recent enough, else a listing that started late enough', async () => {

@@ -164,6 +164,14 @@ interface ScopeState {
   timer: Timer | undefined;
   /** Once no resource uses the scope: drops its state when its snapshot expires. */
   release: Timer | undefined;
+  /** GitHub's max-age for the last listing, even when the snapshot is served for less. */
+  listedMaxAgeMs: number | undefined;
+  /**
+   * The last listing's pages still disagreed after every re-listing: runners keep changing (a large
+   * fleet under churn), so listing again at once would only disagree again. One pass per listing
+   * until one agrees.
+   */
+  churning: boolean;
 }
 
 export interface RunnerRegistryOptions {
@@ -186,6 +194,9 @@ export interface RunnerRegistryOptions {
   incompleteMaxAgeMs?: number | undefined;
 }
 
+/** Why a listing started (the `reason` of `github_runner_registry_listings_total`). */
+export type ListingReason = 'first' | 'max-age' | 'incomplete' | 'requested' | 'pages-disagreed';
+
 export interface GetOptions extends ListOptions {
   /** On a failed refresh, answer with the last (stale) snapshot instead of throwing. */
   allowStale?: boolean | undefined;
@@ -207,6 +218,7 @@ export class RunnerRegistry {
   private readonly states = new Map<string, ScopeState>();
   private readonly listeners = new Set<RunnerChangeListener>();
   private readonly untrack: (() => void) | undefined;
+  private readonly metrics: GitHubMetrics | undefined;
   private seq = 0;
   /** Completed refreshes (each lists every page once, conditionally). */
   refreshes = 0;
@@ -220,6 +232,7 @@ export class RunnerRegistry {
     this.failureHoldMs = options.failureHoldMs ?? 5000;
     this.inconsistentRetries = options.inconsistentRetries ?? 2;
     this.incompleteMaxAgeMs = options.incompleteMaxAgeMs ?? 15_000;
+    this.metrics = options.metrics;
     this.untrack = options.metrics?.trackRegistry({
       credential: this.credentialId,
       ages: () => this.ages(),
@@ -241,6 +254,8 @@ export class RunnerRegistry {
         keepers: 0,
         timer: undefined,
         release: undefined,
+        listedMaxAgeMs: undefined,
+        churning: false,
       };
       this.states.set(key, s);
     }
@@ -257,7 +272,8 @@ export class RunnerRegistry {
       if (options.allowStale && s.snapshot) return s.snapshot;
       throw s.failure.error;
     }
-    return this.settle(s, this.startRefresh(s, options), options);
+    const reason = !s.snapshot ? 'first' : s.snapshot.complete ? 'max-age' : 'incomplete';
+    return this.settle(s, this.startRefresh(s, options, reason), options);
   }
 
   /**
@@ -266,12 +282,12 @@ export class RunnerRegistry {
    */
   async refreshNow(scope: GitHubScope, options: ListOptions = {}): Promise<RunnerSnapshot> {
     const s = this.state(scope);
-    if (!s.inflight) return this.startRefresh(s, options);
+    if (!s.inflight) return this.startRefresh(s, options, 'requested');
     s.followUp ??= s.inflight.promise
       .catch(() => undefined)
       .then(() => {
         s.followUp = undefined;
-        return this.startRefresh(s, options);
+        return this.startRefresh(s, options, 'requested');
       });
     return s.followUp;
   }
@@ -355,7 +371,10 @@ export class RunnerRegistry {
           const now = this.clock.now();
           let next = this.defaultMaxAgeMs;
           if (s.failure && s.failure.retryAt > now) next = s.failure.retryAt - now;
-          else if (s.snapshot) next = s.snapshot.fetchedAt + s.snapshot.maxAgeMs - now;
+          // GitHub's max-age even when the listing's pages disagreed and it is served for less: under
+          // churn nearly every listing disagrees, and the keeper would list every page four times as
+          // often. A decision that needs proof of an absence asks for a newer listing itself.
+          else if (s.snapshot) next = s.snapshot.fetchedAt + (s.listedMaxAgeMs ?? s.snapshot.maxAgeMs) - now;
           this.scheduleKeeper(s, Math.max(1000, next));
         });
     });
@@ -454,9 +473,9 @@ export class RunnerRegistry {
     }
   }
 
-  private startRefresh(s: ScopeState, options: ListOptions): Promise<RunnerSnapshot> {
+  private startRefresh(s: ScopeState, options: ListOptions, reason: ListingReason): Promise<RunnerSnapshot> {
     const startSeq = ++this.seq;
-    const promise = this.refresh(s, startSeq, options).then(
+    const promise = this.refresh(s, startSeq, options, reason).then(
       (snapshot) => {
         s.inflight = undefined;
         s.failure = undefined;
@@ -476,13 +495,20 @@ export class RunnerRegistry {
     return promise;
   }
 
-  private async refresh(s: ScopeState, startSeq: number, options: ListOptions): Promise<RunnerSnapshot> {
+  private async refresh(
+    s: ScopeState,
+    startSeq: number,
+    options: ListOptions,
+    reason: ListingReason,
+  ): Promise<RunnerSnapshot> {
     const startedAt = this.clock.now();
-    let listing = await this.listAll(s.scope, options);
-    for (let i = 0; !listing.consistent && i < this.inconsistentRetries; i++) {
-      listing = await this.listAll(s.scope, options);
+    let listing = await this.listAll(s.scope, options, reason);
+    const retries = s.churning ? 0 : this.inconsistentRetries;
+    for (let i = 0; !listing.consistent && i < retries; i++) {
+      listing = await this.listAll(s.scope, options, 'pages-disagreed');
     }
-    if (!listing.consistent) {
+    s.churning = !listing.consistent && this.inconsistentRetries > 0;
+    if (!listing.consistent && retries > 0) {
       this.log.warn(
         { scope: s.key },
         'runner registry: pages disagreed while runners changed; the listing is kept but proves no absence',
@@ -496,6 +522,7 @@ export class RunnerRegistry {
       else if (edit.runner && !runners.some((r) => r.id === edit.id)) runners = [...runners, edit.runner];
     }
     s.edits = [];
+    s.listedMaxAgeMs = listing.maxAgeMs ?? this.defaultMaxAgeMs;
     const snapshot = new RunnerSnapshot(
       s.scope,
       runners,
@@ -521,7 +548,8 @@ export class RunnerRegistry {
     return snapshot;
   }
 
-  private async listAll(scope: GitHubScope, options: ListOptions) {
+  private async listAll(scope: GitHubScope, options: ListOptions, reason: ListingReason) {
+    this.metrics?.registryListings.inc({ credential: this.credentialId, reason });
     const first = await this.lister.listRunnerPage(scope, 1, options);
     const pages = [first];
     if (first.hasNext) {

@@ -185,6 +185,8 @@ export interface SandboxSummary {
     notModified: number;
     rateLimitedRequestsPerRunnerHour: number;
     byRoute: Record<string, number>;
+    /** paddock's runner listings by why they started (its github_runner_registry_listings_total). */
+    listingsByReason?: Record<string, number>;
   };
   controller: {
     /** Peak of the RSS samples (every 2 s). */
@@ -1229,6 +1231,8 @@ export class Sandbox {
   async summarize(): Promise<SandboxSummary> {
     const s = this.summary();
     s.owner = await this.ownerFigures();
+    const listings = await this.listingsByReason();
+    if (listings) s.github.listingsByReason = listings;
     const hra = await this.autoscalerFigures();
     if (hra && this.opts.autoscale) {
       s.autoscale = {
@@ -1240,6 +1244,21 @@ export class Sandbox {
       };
     }
     return s;
+  }
+
+  /** paddock's own count of runner listings by reason, summed over credentials; undefined when unreadable. */
+  private async listingsByReason(): Promise<Record<string, number> | undefined> {
+    if (!this.metricsUrl) return undefined;
+    const text = await fetch(`${this.metricsUrl}/metrics`, { signal: AbortSignal.timeout(5000) })
+      .then((r) => (r.ok ? r.text() : undefined))
+      .catch(() => undefined);
+    if (text === undefined) return undefined;
+    const counts: Record<string, number> = {};
+    for (const line of text.split('\n')) {
+      const m = /^github_runner_registry_listings_total\{.*reason="([^"]+)".*\} (\d+)/.exec(line);
+      if (m) counts[m[1]!] = (counts[m[1]!] ?? 0) + Number(m[2]);
+    }
+    return counts;
   }
 
   /** Requests per route (`GET /orgs/{org}/actions/runners`: 12), where the API spend went. */
