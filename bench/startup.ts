@@ -15,7 +15,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { PADDOCK_NODE_FLAGS } from '../src/cli/node-flags.ts';
+import { PADDOCK_NODE_FLAGS, PADDOCK_PROCESS_ENV } from '../src/cli/node-flags.ts';
 import { installCrds } from '../src/cli/run.ts';
 import { KubeHttp } from '../src/runtime/kube-http.ts';
 import { freePort, startControlPlane } from '../src/testenv/control-plane.ts';
@@ -76,6 +76,7 @@ async function once(kubeconfig: string, github: { url: string; token: string }, 
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
+      ...PADDOCK_PROCESS_ENV,
       KUBECONFIG: kubeconfig,
       GITHUB_TOKEN: github.token,
       GITHUB_URL: github.url,

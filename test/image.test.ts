@@ -116,7 +116,11 @@ describe('container image', {
       '/app/bin/paddock.js',
     ]);
     assert.deepEqual(config.config.Cmd, ['run']);
-    assert.deepEqual(config.config.Env, ['PATH=/usr/local/bin:/usr/bin:/bin', 'NODE_ENV=production']);
+    assert.deepEqual(config.config.Env, [
+      'PATH=/usr/local/bin:/usr/bin:/bin',
+      'NODE_ENV=production',
+      'MALLOC_ARENA_MAX=2',
+    ]);
     const labels = config.config.Labels ?? {};
     assert.equal(labels['org.opencontainers.image.version'], stage!.version);
     assert.equal(labels['org.opencontainers.image.revision'], stage!.revision);

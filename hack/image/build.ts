@@ -20,7 +20,7 @@ import { spawnSync } from 'node:child_process';
 import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { PADDOCK_NODE_FLAGS } from '../../src/cli/node-flags.ts';
+import { PADDOCK_NODE_FLAGS, PADDOCK_PROCESS_ENV } from '../../src/cli/node-flags.ts';
 import {
   buildDist,
   type DebPackage,
@@ -50,7 +50,11 @@ import type { TarEntry } from './tar.ts';
 
 export const APP_DIR = '/app';
 export const NODE_PATH = '/usr/local/bin/node';
-export const IMAGE_ENV = ['PATH=/usr/local/bin:/usr/bin:/bin', 'NODE_ENV=production'];
+export const IMAGE_ENV = [
+  'PATH=/usr/local/bin:/usr/bin:/bin',
+  'NODE_ENV=production',
+  ...Object.entries(PADDOCK_PROCESS_ENV).map(([k, v]) => `${k}=${v}`),
+];
 /** Metrics, health probes, admission webhook (the defaults of `paddock run`). */
 export const EXPOSED_PORTS = ['8080/tcp', '8081/tcp', '9443/tcp'];
 

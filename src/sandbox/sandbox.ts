@@ -14,7 +14,7 @@ import {
   RUNNERS,
 } from '../api/index.ts';
 import type { FlagSpec } from '../cli/flags.ts';
-import { PADDOCK_NODE_FLAGS } from '../cli/node-flags.ts';
+import { PADDOCK_NODE_FLAGS, PADDOCK_PROCESS_ENV } from '../cli/node-flags.ts';
 import { installCrds } from '../cli/run.ts';
 import { RUN_FLAGS } from '../cli/run-flags.ts';
 import { WEBHOOK_SERVER_FLAGS } from '../cli/webhook-server.ts';
@@ -604,6 +604,7 @@ export class Sandbox {
         PATH: process.env.PATH,
         HOME: process.env.HOME,
         LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+        ...PADDOCK_PROCESS_ENV,
         ...env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
