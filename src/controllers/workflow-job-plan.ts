@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from '../runtime/zod.ts';
 import {
   DEFAULT_TRIGGER_DURATION_MS,
   type JobOp,
@@ -26,16 +26,19 @@ const GITHUB_NAME_MAX = 100;
 const workflowJobPayload = z.object({
   action: z.string(),
   workflow_job: z.object({
-    id: z.number().int().positive(),
-    labels: z.array(z.string()).default([]),
-    conclusion: z.string().nullish(),
-    runner_id: z.number().nullish(),
+    id: z.int().check(z.positive()),
+    labels: z._default(z.array(z.string()), []),
+    conclusion: z.nullish(z.string()),
+    runner_id: z.nullish(z.number()),
   }),
   repository: z.object({
-    name: z.string().min(1).max(GITHUB_NAME_MAX),
-    owner: z.object({ login: z.string().min(1).max(GITHUB_NAME_MAX), type: z.string().optional() }),
+    name: z.string().check(z.minLength(1), z.maxLength(GITHUB_NAME_MAX)),
+    owner: z.object({
+      login: z.string().check(z.minLength(1), z.maxLength(GITHUB_NAME_MAX)),
+      type: z.optional(z.string()),
+    }),
   }),
-  enterprise: z.object({ slug: z.string() }).nullish(),
+  enterprise: z.nullish(z.object({ slug: z.string() })),
 });
 
 export interface HraCandidate {

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import { z } from 'zod';
 import type { Clock } from '../runtime/clock.ts';
 import { realClock } from '../runtime/clock.ts';
+import * as z from '../runtime/zod.ts';
 import type { RateLimitBudget } from './budget.ts';
 import { assertCredentialsSupportScope, credentialId, type GitHubCredentials } from './credentials.ts';
 import { GitHubApiError, GitHubConfigError, type RateLimitCause } from './errors.ts';
@@ -96,27 +96,27 @@ export interface GitHubClientOptions
   registryDefaultMaxAgeMs?: number | undefined;
 }
 
-const labelSchema = z.object({ id: z.number().optional(), name: z.string(), type: z.string().optional() });
+const labelSchema = z.object({ id: z.optional(z.number()), name: z.string(), type: z.optional(z.string()) });
 const runnerSchema = z.object({
-  id: z.number().int(),
+  id: z.int(),
   name: z.string(),
-  os: z.string().optional(),
+  os: z.optional(z.string()),
   status: z.string(),
   busy: z.boolean(),
-  ephemeral: z.boolean().optional(),
-  runner_group_id: z.number().int().optional(),
+  ephemeral: z.optional(z.boolean()),
+  runner_group_id: z.optional(z.int()),
   labels: z.array(labelSchema),
 });
-const runnerListSchema = z.object({ total_count: z.number().int(), runners: z.array(runnerSchema) });
-const tokenSchema = z.object({ token: z.string().min(1), expires_at: z.string() });
+const runnerListSchema = z.object({ total_count: z.int(), runners: z.array(runnerSchema) });
+const tokenSchema = z.object({ token: z.string().check(z.minLength(1)), expires_at: z.string() });
 const workflowRunListSchema = z.object({
   workflow_runs: z.array(
-    z.object({ id: z.number().int(), status: z.string().nullish(), updated_at: z.string().nullish() }),
+    z.object({ id: z.int(), status: z.nullish(z.string()), updated_at: z.nullish(z.string()) }),
   ),
 });
 const jobListSchema = z.object({
   jobs: z.array(
-    z.object({ id: z.number().int(), status: z.string().nullish(), labels: z.array(z.string()).nullish() }),
+    z.object({ id: z.int(), status: z.nullish(z.string()), labels: z.nullish(z.array(z.string())) }),
   ),
 });
 
@@ -124,8 +124,8 @@ const runnerGroupListSchema = z.object({
   runner_groups: z.array(
     z.object({
       name: z.string(),
-      default: z.boolean().nullish(),
-      inherited: z.boolean().nullish(),
+      default: z.nullish(z.boolean()),
+      inherited: z.nullish(z.boolean()),
     }),
   ),
 });
@@ -152,14 +152,14 @@ export interface WorkflowJobSummary {
 }
 
 /** For the ETag cache: only what `schema` reads of an answer; nothing of an unreadable one. */
-function kept(schema: z.ZodType): (data: unknown) => unknown {
+function kept(schema: z.ZodMiniType): (data: unknown) => unknown {
   return (data) => {
     const parsed = schema.safeParse(data);
     return parsed.success ? parsed.data : undefined;
   };
 }
 
-function unreadable(route: string, status: number, what: string, error: z.ZodError): GitHubApiError {
+function unreadable(route: string, status: number, what: string, error: z.core.$ZodError): GitHubApiError {
   return new GitHubApiError({
     kind: 'unexpected',
     endpoint: route,
@@ -167,7 +167,7 @@ function unreadable(route: string, status: number, what: string, error: z.ZodErr
     githubMessage: `unreadable ${what}: ${z.prettifyError(error).slice(0, 300)}`,
   });
 }
-const jitSchema = z.object({ runner: runnerSchema, encoded_jit_config: z.string().min(1) });
+const jitSchema = z.object({ runner: runnerSchema, encoded_jit_config: z.string().check(z.minLength(1)) });
 
 function toRunner(r: z.infer<typeof runnerSchema>): GitHubRunner {
   return {

@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import { z } from 'zod';
 import {
   ANNOTATION_CREDS_SECRET,
   ANNOTATION_RUNNER_ID,
@@ -26,6 +25,7 @@ import { GitHubApiError, GitHubConfigError, resolveScope, scopeKey } from '../gi
 import { toKubeError } from '../runtime/errors.ts';
 import { invalidSubdomainReason } from '../runtime/names.ts';
 import type { OwnerReference } from '../runtime/store.ts';
+import * as z from '../runtime/zod.ts';
 import { recordedRunnerFor, staleRunnerVerdict } from './jit-collision.ts';
 import { diffJson, type JsonPatchOp } from './json-patch.ts';
 import {
@@ -151,32 +151,32 @@ interface Pod {
 
 const envSchema = z.looseObject({
   name: z.string(),
-  value: z.string().nullish(),
-  valueFrom: z.unknown().optional(),
+  value: z.nullish(z.string()),
+  valueFrom: z.optional(z.unknown()),
 });
 const podSchema = z.looseObject({
-  kind: z.string().optional(),
-  metadata: z
-    .looseObject({
-      name: z.string().nullish(),
-      generateName: z.string().nullish(),
-      annotations: z.record(z.string(), z.string()).nullish(),
-      ownerReferences: z
-        .array(
+  kind: z.optional(z.string()),
+  metadata: z.optional(
+    z.looseObject({
+      name: z.nullish(z.string()),
+      generateName: z.nullish(z.string()),
+      annotations: z.nullish(z.record(z.string(), z.string())),
+      ownerReferences: z.nullish(
+        z.array(
           z.looseObject({
             apiVersion: z.string(),
             kind: z.string(),
             name: z.string(),
             uid: z.string(),
-            controller: z.boolean().nullish(),
+            controller: z.nullish(z.boolean()),
           }),
-        )
-        .nullish(),
-    })
-    .optional(),
+        ),
+      ),
+    }),
+  ),
   spec: z.looseObject({
-    containers: z.array(z.looseObject({ name: z.string(), env: z.array(envSchema).nullish() })),
-    restartPolicy: z.string().optional(),
+    containers: z.array(z.looseObject({ name: z.string(), env: z.nullish(z.array(envSchema)) })),
+    restartPolicy: z.optional(z.string()),
   }),
 });
 
