@@ -329,6 +329,7 @@ describe('container image', {
         'GITHUB_URL',
         'KUBECONFIG',
         'LOG_LEVEL',
+        'MALLOC_ARENA_MAX',
         'NODE_ENV',
         'PATH',
       ]);
