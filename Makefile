@@ -29,7 +29,7 @@ lint: ## Biome lint + format check and the TypeScript type check
 format: ## Format the sources with Biome
 	@$(NODE_ENV) npm run --silent format
 
-build: ## Compile to dist/
+build: ## Bundle to dist/ (esbuild; the type check is make lint)
 	@$(NODE_ENV) npm run --silent build
 
 bench: ## Benchmarks: JSON lines, then the README's table of figures against targets (ARGS="--only fleet --profile")

@@ -149,7 +149,7 @@ export async function stageImage(opts: BuildOptions): Promise<Stage> {
       : Number(git(root, ['log', '-1', '--format=%ct', 'HEAD']) ?? 0));
   if (!Number.isInteger(epoch) || epoch < 0) throw new Error(`SOURCE_DATE_EPOCH: not a time: ${envEpoch}`);
   const remote = git(root, ['remote', 'get-url', 'origin']);
-  const inputs = ['src', 'bin', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json'];
+  const inputs = ['src', 'bin', 'package.json', 'package-lock.json', 'hack/bundle.ts'];
   const dirty = (git(root, ['status', '--porcelain', '--', ...inputs], true) ?? '')
     .split('\n')
     .filter(Boolean)
@@ -162,7 +162,7 @@ export async function stageImage(opts: BuildOptions): Promise<Stage> {
   const nodeModules = await stageNodeModules(root, cache, log);
   const dir = await mkdtemp(path.join(os.tmpdir(), 'paddock-image-stage-'));
   try {
-    buildDist(root, path.join(dir, 'dist'), log);
+    await buildDist(root, path.join(dir, 'dist'), log);
     // The rest of the app layer, copied now so that the stage does not change under a later assemble.
     await mkdir(path.join(dir, 'bin'));
     await copyFile(path.join(root, 'package.json'), path.join(dir, 'package.json'));
@@ -258,7 +258,7 @@ export async function assembleImage(
     },
     {
       name: 'app',
-      createdBy: 'paddock image: package.json, bin/paddock.js, dist/ (tsc -p tsconfig.build.json)',
+      createdBy: 'paddock image: package.json, bin/paddock.js, dist/ (esbuild, hack/bundle.ts)',
       entries: async () => [
         await sized(path.join(stage.dir, 'package.json'), `${app}/package.json`),
         await sized(path.join(stage.dir, 'bin', 'paddock.js'), `${app}/bin/paddock.js`),

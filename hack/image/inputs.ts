@@ -7,7 +7,7 @@
  *   checked against the lock;
  * - production node_modules (`npm ci --omit=dev --ignore-scripts` from package-lock.json, then
  *   stripped of what Node never loads), cached by the lockfile's hash;
- * - dist/ compiled from src/ by tsc with tsconfig.build.json into a staging directory.
+ * - dist/ bundled from src/ by esbuild (hack/bundle.ts) into a staging directory.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -16,6 +16,7 @@ import { lstat, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 
 import os from 'node:os';
 import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
+import { bundleDist } from '../bundle.ts';
 import { readTar, type TarRecord } from './tar.ts';
 
 export type Log = (line: string) => void;
@@ -482,13 +483,8 @@ export async function stageNodeModules(
 
 // -------------------------------------------------------------------------------------------- dist
 
-/** Compiles src/ with tsconfig.build.json into `outDir` (no source maps: src/ is not in the image). */
-export function buildDist(root: string, outDir: string, log: Log): void {
-  log('[image] tsc -p tsconfig.build.json (dist/)');
-  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-  if (!existsSync(tsc)) throw new Error('node_modules/typescript is missing: run `npm ci` (make does)');
-  run(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--outDir', outDir, '--sourceMap', 'false'], {
-    cwd: root,
-    what: 'tsc',
-  });
+/** Bundles src/ into `outDir` as `npm run build` does, without source maps (src/ is not in the image). */
+export async function buildDist(root: string, outDir: string, log: Log): Promise<void> {
+  log('[image] esbuild (hack/bundle.ts): dist/');
+  await bundleDist({ root, outDir, sourcemap: false });
 }
