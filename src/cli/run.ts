@@ -416,6 +416,7 @@ export async function startPaddock(
   };
   let webhook: RunningWebhook | undefined;
   let githubWebhook: RunningGitHubWebhook | undefined;
+  const starting: Promise<void>[] = [];
   try {
     if (config.installCrds) await installCrds(manager.http);
     const watched = config.watchNamespace ? { namespace: config.watchNamespace } : {};
@@ -458,26 +459,39 @@ export async function startPaddock(
     });
     for (const c of manager.allControllers) c.resyncEvery(config.syncPeriodMs);
 
-    if (config.webhook.addr) {
-      webhook = await startWebhook(config, manager, clients, log, clock);
-    }
+    // The servers start while the caches list (neither waits for the other); /readyz waits for all.
     const { addr: githubWebhookAddr } = config.githubWebhook;
-    if (githubWebhookAddr) {
-      githubWebhook = await startGitHubWebhook({
-        config: { ...config.githubWebhook, addr: githubWebhookAddr },
-        manager,
-        github: clients,
-        namespace: config.watchNamespace,
-        log,
-      });
+    if (config.webhook.addr) {
+      starting.push(
+        startWebhook(config, manager, clients, log, clock).then((w) => {
+          webhook = w;
+        }),
+      );
+      manager.addReadinessGate('webhook', () => webhook !== undefined);
     }
-    await manager.start();
+    if (githubWebhookAddr) {
+      starting.push(
+        startGitHubWebhook({
+          config: { ...config.githubWebhook, addr: githubWebhookAddr },
+          manager,
+          github: clients,
+          namespace: config.watchNamespace,
+          log,
+        }).then((w) => {
+          githubWebhook = w;
+        }),
+      );
+      manager.addReadinessGate('github-webhook', () => githubWebhook !== undefined);
+    }
+    await Promise.all([...starting, manager.start()]);
   } catch (err) {
     // Nothing may keep the process alive after a failed start: it must exit with the reason.
     runnerPods.stop();
+    await manager.stop().catch(() => undefined);
+    // A server still starting is stopped once it has started (or failed to).
+    await Promise.allSettled(starting);
     await githubWebhook?.stop().catch(() => undefined);
     await webhook?.stop().catch(() => undefined);
-    await manager.stop().catch(() => undefined);
     clients.pool.close();
     defaultClient?.close();
     throw startupErrorOf(err);
@@ -545,19 +559,21 @@ async function startWebhook(
       ],
       ...(ipHost ? { ipAddresses: [ipHost] } : {}),
     });
+  const watched = config.watchNamespace ? { namespace: config.watchNamespace } : {};
+  // The RunnerSet controller's informers (the manager shares one per resource and namespace), taken
+  // before the first await: the manager starts its informers while this runs.
+  const cluster = cachedRunnerPodCluster(kubeRunnerPodCluster(manager.http), {
+    statefulSets: statefulSetInformer(manager, config.watchNamespace).store,
+    runnerSets: manager.informer<RunnerSet>(RUNNER_SETS, watched).store,
+  });
   const certs = await loadCertificates();
   const owner = await ownerOfConfigurations(manager.http, config.webhook.ownerClusterRole);
-  const watched = config.watchNamespace ? { namespace: config.watchNamespace } : {};
   const server = new WebhookServer({
     tls: certs.serving,
     handlers: {
       [MUTATE_RUNNER_POD_PATH]: runnerPodAdmissionHandler({
         github: clients,
-        cluster: cachedRunnerPodCluster(kubeRunnerPodCluster(manager.http), {
-          // The RunnerSet controller's informers (the manager shares one per resource and namespace).
-          statefulSets: statefulSetInformer(manager, config.watchNamespace).store,
-          runnerSets: manager.informer<RunnerSet>(RUNNER_SETS, watched).store,
-        }),
+        cluster,
         logger: log.child({ component: 'webhook' }),
         ...(config.webhook.jitConfig ? { jit: {} } : {}),
       }),

@@ -53,3 +53,31 @@ describe('Manager probe server', () => {
     }
   });
 });
+
+describe('Manager /readyz', () => {
+  test('waits for every readiness gate besides the caches, and says which are closed', async () => {
+    const manager = new Manager({
+      kubeConfig: new KubeConfig(),
+      http: { close: () => undefined } as unknown as KubeHttp,
+      log: silentLogger(),
+      metrics: new RuntimeMetrics({ processMetrics: false }),
+      probeAddress: '127.0.0.1:0',
+    });
+    let webhookUp = false;
+    manager.addReadinessGate('webhook', () => webhookUp);
+    manager.addReadinessGate('github-webhook', () => true);
+    await manager.start();
+    try {
+      const readyz = async () => {
+        const res = await fetch(`${manager.probeUrl}/readyz`);
+        return { status: res.status, body: await res.text() };
+      };
+      assert.deepEqual(await readyz(), { status: 503, body: 'webhook not ready' });
+      assert.equal(manager.ready, true, 'the caches (none here) have synced: controllers may run');
+      webhookUp = true;
+      assert.deepEqual(await readyz(), { status: 200, body: 'ok' });
+    } finally {
+      await manager.stop();
+    }
+  });
+});

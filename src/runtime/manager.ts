@@ -58,6 +58,7 @@ export class Manager {
   private elector: LeaderElector | undefined;
   private controllersRunning = false;
   private stopping: Promise<void> | undefined;
+  private readonly readinessGates = new Map<string, () => boolean>();
 
   constructor(opts: ManagerOptions) {
     this.opts = opts;
@@ -124,8 +125,27 @@ export class Manager {
     return c;
   }
 
+  /** Every cache has synced (what the controllers wait for; /readyz waits for the gates too). */
   get ready(): boolean {
     return [...this.informers.values()].every((i) => i.hasSynced());
+  }
+
+  /**
+   * Something besides the caches /readyz waits for (e.g. `webhook`: a server that starts while the
+   * caches list, so that neither waits for the other).
+   */
+  addReadinessGate(name: string, ready: () => boolean): void {
+    this.readinessGates.set(name, ready);
+  }
+
+  /** Why /readyz says 503: the caches not synced yet and the gates not open, empty when ready. */
+  private notReady(): string[] {
+    const pending = [...this.informers.values()].filter((i) => !i.hasSynced()).map((i) => i.resource.plural);
+    const closed = [...this.readinessGates].filter(([, ready]) => !ready()).map(([name]) => name);
+    return [
+      ...(pending.length > 0 ? [`caches not synced: ${pending.join(', ')}`] : []),
+      ...closed.map((g) => `${g} not ready`),
+    ];
   }
 
   get isLeader(): boolean {
@@ -242,12 +262,10 @@ export class Manager {
     const path = url.split('?')[0];
     if (path === '/healthz' || path === '/livez') return { status: 200, body: 'ok', type: 'text/plain' };
     if (path === '/readyz') {
-      const pending = [...this.informers.values()]
-        .filter((i) => !i.hasSynced())
-        .map((i) => i.resource.plural);
-      return pending.length === 0
+      const why = this.notReady();
+      return why.length === 0
         ? { status: 200, body: 'ok', type: 'text/plain' }
-        : { status: 503, body: `caches not synced: ${pending.join(', ')}`, type: 'text/plain' };
+        : { status: 503, body: why.join('; '), type: 'text/plain' };
     }
     if (path === '/metrics') {
       return {
