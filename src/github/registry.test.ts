@@ -414,8 +414,14 @@ describe('RunnerRegistry logic', () => {
     assert.equal(snap.complete, false);
     assert.equal(snap.byName('r-2'), undefined, 'missing from the listing…');
     assert.deepEqual(summary(events), ['appeared:r-3'], '…but not reported as vanished');
-    assert.equal(snap.isFresh(clock.now()), true, 'served for a while: it shows who is registered');
-    assert.equal(snap.isFresh(clock.now() + 15_000), false, 'but not for its full max-age');
+    assert.equal(
+      snap.isFresh(clock.now() + 59_000),
+      true,
+      'served for its max-age: it shows who is registered',
+    );
+    assert.equal(snap.isFresh(clock.now() + 60_000), false);
+    const proof = await registry.fresherThan(org, clock.now() + 1);
+    assert.notEqual(proof, snap, 'a caller that must prove an absence gets a new listing');
   });
 
   test("a listing whose pages disagreed is served for 15 s; the keeper waits for GitHub's max-age", async () => {
@@ -462,6 +468,32 @@ describe('RunnerRegistry logic', () => {
     await realSleep(10);
     assert.equal(registry.refreshes, 4, 'a complete listing is kept for its max-age');
     stop();
+  });
+
+  test('pages that disagree by many runners (a fleet scaling up) are not listed again at once', async () => {
+    let passes = 0;
+    const lister = new ScriptedLister((_call, page) => {
+      if (page === 1) {
+        passes++;
+        return { runners: [runner(1)], totalCount: 2, hasNext: true, maxAgeMs: 60_000, notModified: false };
+      }
+      // Eight runners registered while page 1 was read.
+      return { runners: [runner(2)], totalCount: 10, hasNext: false, maxAgeMs: 60_000, notModified: false };
+    });
+    const registry = new RunnerRegistry({
+      lister,
+      clock: new SteppingClock(),
+      logger: silentLogger(),
+      inconsistentRetries: 2,
+    });
+    const snap = await registry.refreshNow(org);
+    assert.equal(snap.complete, false);
+    assert.equal(passes, 1, 'one pass: another would disagree as much');
+    assert.deepEqual(
+      snap.runners.map((r) => r.id),
+      [1, 2],
+      'what was listed is kept',
+    );
   });
 
   test('while runners keep changing, a listing whose pages disagree is not repeated at once', async () => {
