@@ -470,6 +470,26 @@ describe('RunnerRegistry logic', () => {
     stop();
   });
 
+  test('only a listing asked for to prove an absence is repeated when its pages disagree', async () => {
+    let passes = 0;
+    const lister = new ScriptedLister((_call, page) => {
+      if (page === 1) {
+        passes++;
+        return { runners: [runner(1)], totalCount: 3, hasNext: true, maxAgeMs: 60_000, notModified: false };
+      }
+      return { runners: [runner(3)], totalCount: 2, hasNext: false, maxAgeMs: 60_000, notModified: false };
+    });
+    const clock = new SteppingClock();
+    const registry = new RunnerRegistry({ lister, clock, logger: silentLogger(), inconsistentRetries: 2 });
+    assert.equal((await registry.get(org)).complete, false);
+    assert.equal(passes, 1, 'a lookup is served what one pass found');
+    await clock.advance(60_000);
+    assert.equal((await registry.get(org)).complete, false);
+    assert.equal(passes, 2, 'so is the next one after max-age');
+    assert.equal((await registry.fresherThan(org, clock.now() + 1)).complete, false);
+    assert.equal(passes, 5, 'a proof of absence is worth two more passes');
+  });
+
   test('pages that disagree by many runners (a fleet scaling up) are not listed again at once', async () => {
     let passes = 0;
     const lister = new ScriptedLister((_call, page) => {

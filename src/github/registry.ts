@@ -507,13 +507,17 @@ export class RunnerRegistry {
   ): Promise<RunnerSnapshot> {
     const startedAt = this.clock.now();
     let listing = await this.listAll(s.scope, options, reason);
-    // Listing again helps when one or two runners came or went meanwhile, not when many did (a fleet
-    // scaling up, or churning): the next pass would disagree as well.
-    const retries = s.churning || listing.drift > SMALL_DRIFT ? 0 : this.inconsistentRetries;
+    // Pages that agree matter only to a caller that must prove an absence (it asked for this
+    // listing); everyone else is served a listing that disagreed as well. And listing again helps
+    // when one or two runners came or went meanwhile, not when many did (a fleet scaling up, or
+    // churning): the next pass would disagree as well.
+    const retries =
+      reason !== 'requested' || s.churning || listing.drift > SMALL_DRIFT ? 0 : this.inconsistentRetries;
     for (let i = 0; !listing.consistent && i < retries; i++) {
       listing = await this.listAll(s.scope, options, 'pages-disagreed');
     }
-    s.churning = !listing.consistent && this.inconsistentRetries > 0;
+    if (listing.consistent) s.churning = false;
+    else if (retries > 0) s.churning = true;
     if (!listing.consistent && retries > 0) {
       this.log.warn(
         { scope: s.key },
