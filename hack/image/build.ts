@@ -149,7 +149,8 @@ export async function stageImage(opts: BuildOptions): Promise<Stage> {
       : Number(git(root, ['log', '-1', '--format=%ct', 'HEAD']) ?? 0));
   if (!Number.isInteger(epoch) || epoch < 0) throw new Error(`SOURCE_DATE_EPOCH: not a time: ${envEpoch}`);
   const remote = git(root, ['remote', 'get-url', 'origin']);
-  const inputs = ['src', 'bin', 'package.json', 'package-lock.json', 'hack/bundle.ts'];
+  // esbuild reads tsconfig.json too.
+  const inputs = ['src', 'bin', 'package.json', 'package-lock.json', 'tsconfig.json', 'hack/bundle.ts'];
   const dirty = (git(root, ['status', '--porcelain', '--', ...inputs], true) ?? '')
     .split('\n')
     .filter(Boolean)

@@ -50,8 +50,8 @@ export class GitHubMetrics {
       name: 'github_runner_registry_listings_total',
       help:
         'Runner listings (every page, conditionally) per credential and why: first, max-age (the cached ' +
-        'list expired), incomplete (a list whose pages disagreed expired early), requested (a decision ' +
-        'needed a list newer than an event), pages-disagreed (listed again at once)',
+        'list expired), requested (a decision needed a list newer than an event), pages-disagreed ' +
+        '(listed again at once)',
       labelNames: ['credential', 'reason'],
       registers: [registry],
     });

@@ -273,6 +273,21 @@ class ScriptedLister implements RunnerPageLister {
   }
 }
 
+/**
+ * Pages that disagree, as runners coming and going mid-listing make them: page 1 counts 3 runners,
+ * page 2 counts 2 and runner 2 has shifted off both.
+ */
+function disagreeingPage(page: number): RunnerPage {
+  return page === 1
+    ? { runners: [runner(1)], totalCount: 3, hasNext: true, maxAgeMs: 60_000, notModified: false }
+    : { runners: [runner(3)], totalCount: 2, hasNext: false, maxAgeMs: 60_000, notModified: false };
+}
+
+/** A one-page listing that agrees with itself. */
+function agreeingPage(): RunnerPage {
+  return { runners: [runner(1)], totalCount: 1, hasNext: false, maxAgeMs: 60_000, notModified: false };
+}
+
 describe('RunnerRegistry logic', () => {
   test('diffRunners', () => {
     const before = [runner(1), runner(2, { busy: true }), runner(3), runner(4, { status: 'offline' })];
@@ -399,10 +414,7 @@ describe('RunnerRegistry logic', () => {
         };
       }
       // From now on every pass skips runner 2 (it shifted between pages) and counts differently.
-      if (page === 1) {
-        return { runners: [runner(1)], totalCount: 3, hasNext: true, maxAgeMs: 60_000, notModified: false };
-      }
-      return { runners: [runner(3)], totalCount: 2, hasNext: false, maxAgeMs: 60_000, notModified: false };
+      return disagreeingPage(page);
     });
     const clock = new SteppingClock();
     const registry = new RunnerRegistry({ lister, clock, logger: silentLogger() });
@@ -424,60 +436,38 @@ describe('RunnerRegistry logic', () => {
     assert.notEqual(proof, snap, 'a caller that must prove an absence gets a new listing');
   });
 
-  test("a listing whose pages disagreed is served for 15 s; the keeper waits for GitHub's max-age", async () => {
+  test("a listing whose pages disagreed is served, and kept fresh, at GitHub's max-age", async () => {
     let disagree = true;
-    const lister = new ScriptedLister((_call, page) => {
-      if (!disagree) {
-        return { runners: [runner(1)], totalCount: 1, hasNext: false, maxAgeMs: 60_000, notModified: false };
-      }
-      if (page === 1) {
-        return { runners: [runner(1)], totalCount: 3, hasNext: true, maxAgeMs: 60_000, notModified: false };
-      }
-      return { runners: [runner(3)], totalCount: 2, hasNext: false, maxAgeMs: 60_000, notModified: false };
-    });
+    const lister = new ScriptedLister((_call, page) => (disagree ? disagreeingPage(page) : agreeingPage()));
     const clock = new SteppingClock();
-    const registry = new RunnerRegistry({
-      lister,
-      clock,
-      logger: silentLogger(),
-      inconsistentRetries: 0,
-      incompleteMaxAgeMs: 15_000,
-    });
+    const registry = new RunnerRegistry({ lister, clock, logger: silentLogger(), inconsistentRetries: 0 });
     const stop = registry.keepFresh(org);
     await clock.advance(0);
     await until(() => registry.refreshes === 1, 'first refresh');
-    await clock.advance(14_000);
+    // Under churn nearly every listing disagrees: listing one again early would multiply the spend.
+    await clock.advance(59_000);
     await realSleep(10);
-    assert.equal(registry.refreshes, 1, 'an incomplete listing is not re-listed every second by the keeper');
+    assert.equal(registry.refreshes, 1, 'the keeper does not list an incomplete snapshot again early');
     assert.equal((await registry.get(org)).complete, false);
-    assert.equal(registry.refreshes, 1, 'nor by a lookup');
+    assert.equal(registry.refreshes, 1, 'nor does a lookup');
     // A caller that must prove an absence asks for a listing newer than the one it has.
     assert.equal((await registry.fresherThan(org, clock.now() + 1)).complete, false);
     assert.equal(registry.refreshes, 2);
-    // Under churn every listing disagrees: a keeper listing every 15 s would quadruple the spend.
-    await clock.advance(30_000); // 44 s: the incomplete snapshot has expired, GitHub's 60 s not
-    await realSleep(10);
-    assert.equal(registry.refreshes, 2, 'the keeper does not list an incomplete snapshot again early');
-    assert.equal((await registry.get(org)).complete, false, 'a lookup after 15 s does');
-    assert.equal(registry.refreshes, 3);
     disagree = false;
-    await clock.advance(60_000);
-    await until(() => registry.refreshes === 4, 'the keeper lists again at max-age (60 s)');
+    await clock.advance(60_000); // 119 s: the keeper lists at 60 s after the last listing (59 s)
+    await until(() => registry.refreshes === 3, 'the keeper lists again at max-age');
     assert.equal((await registry.get(org)).complete, true);
-    await clock.advance(10_000); // 114 s: the complete listing of 60 s is fresh until 120 s
+    await clock.advance(50_000); // 169 s: the listing of 119 s is fresh until 179 s
     await realSleep(10);
-    assert.equal(registry.refreshes, 4, 'a complete listing is kept for its max-age');
+    assert.equal(registry.refreshes, 3, 'a complete listing is kept for its max-age');
     stop();
   });
 
   test('only a listing asked for to prove an absence is repeated when its pages disagree', async () => {
     let passes = 0;
     const lister = new ScriptedLister((_call, page) => {
-      if (page === 1) {
-        passes++;
-        return { runners: [runner(1)], totalCount: 3, hasNext: true, maxAgeMs: 60_000, notModified: false };
-      }
-      return { runners: [runner(3)], totalCount: 2, hasNext: false, maxAgeMs: 60_000, notModified: false };
+      if (page === 1) passes++;
+      return disagreeingPage(page);
     });
     const clock = new SteppingClock();
     const registry = new RunnerRegistry({ lister, clock, logger: silentLogger(), inconsistentRetries: 2 });
@@ -521,13 +511,7 @@ describe('RunnerRegistry logic', () => {
     let passes = 0;
     const lister = new ScriptedLister((_call, page) => {
       if (page === 1) passes++;
-      if (!churn) {
-        return { runners: [runner(1)], totalCount: 1, hasNext: false, maxAgeMs: 60_000, notModified: false };
-      }
-      if (page === 1) {
-        return { runners: [runner(1)], totalCount: 3, hasNext: true, maxAgeMs: 60_000, notModified: false };
-      }
-      return { runners: [runner(3)], totalCount: 2, hasNext: false, maxAgeMs: 60_000, notModified: false };
+      return churn ? disagreeingPage(page) : agreeingPage();
     });
     const metrics = new GitHubMetrics(new Registry());
     const registry = new RunnerRegistry({

@@ -164,8 +164,6 @@ interface ScopeState {
   timer: Timer | undefined;
   /** Once no resource uses the scope: drops its state when its snapshot expires. */
   release: Timer | undefined;
-  /** GitHub's max-age for the last listing, even when the snapshot is served for less. */
-  listedMaxAgeMs: number | undefined;
   /**
    * The last listing's pages still disagreed after every re-listing: runners keep changing (a large
    * fleet under churn), so listing again at once would only disagree again. One pass per listing
@@ -185,19 +183,10 @@ export interface RunnerRegistryOptions {
   failureHoldMs?: number | undefined;
   /** Re-list at most this many extra times when pages disagree (runners changed mid-listing). */
   inconsistentRetries?: number | undefined;
-  /**
-   * How long a listing whose pages disagreed is served (default: as long as GitHub's max-age, like
-   * any other). It shows who is registered but proves no absence; callers that must prove one ask
-   * `fresherThan`, so serving it for less buys nothing. Under steady churn (a thousand ephemeral
-   * runners) nearly every listing disagrees: served for 15 s, every lookup after that listed all
-   * pages again, four times GitHub's cadence (`node bench/fleet.ts --runs runnerdeployment:1000`:
-   * 3 such listings in 120 s).
-   */
-  incompleteMaxAgeMs?: number | undefined;
 }
 
 /** Why a listing started (the `reason` of `github_runner_registry_listings_total`). */
-export type ListingReason = 'first' | 'max-age' | 'incomplete' | 'requested' | 'pages-disagreed';
+export type ListingReason = 'first' | 'max-age' | 'requested' | 'pages-disagreed';
 
 export interface GetOptions extends ListOptions {
   /** On a failed refresh, answer with the last (stale) snapshot instead of throwing. */
@@ -218,7 +207,6 @@ export class RunnerRegistry {
   private readonly defaultMaxAgeMs: number;
   private readonly failureHoldMs: number;
   private readonly inconsistentRetries: number;
-  private readonly incompleteMaxAgeMs: number;
   private readonly states = new Map<string, ScopeState>();
   private readonly listeners = new Set<RunnerChangeListener>();
   private readonly untrack: (() => void) | undefined;
@@ -235,7 +223,6 @@ export class RunnerRegistry {
     this.defaultMaxAgeMs = options.defaultMaxAgeMs ?? 60_000;
     this.failureHoldMs = options.failureHoldMs ?? 5000;
     this.inconsistentRetries = options.inconsistentRetries ?? 2;
-    this.incompleteMaxAgeMs = options.incompleteMaxAgeMs ?? Number.POSITIVE_INFINITY;
     this.metrics = options.metrics;
     this.untrack = options.metrics?.trackRegistry({
       credential: this.credentialId,
@@ -258,7 +245,6 @@ export class RunnerRegistry {
         keepers: 0,
         timer: undefined,
         release: undefined,
-        listedMaxAgeMs: undefined,
         churning: false,
       };
       this.states.set(key, s);
@@ -276,8 +262,7 @@ export class RunnerRegistry {
       if (options.allowStale && s.snapshot) return s.snapshot;
       throw s.failure.error;
     }
-    const reason = !s.snapshot ? 'first' : s.snapshot.complete ? 'max-age' : 'incomplete';
-    return this.settle(s, this.startRefresh(s, options, reason), options);
+    return this.settle(s, this.startRefresh(s, options, s.snapshot ? 'max-age' : 'first'), options);
   }
 
   /**
@@ -375,10 +360,7 @@ export class RunnerRegistry {
           const now = this.clock.now();
           let next = this.defaultMaxAgeMs;
           if (s.failure && s.failure.retryAt > now) next = s.failure.retryAt - now;
-          // GitHub's max-age even when the listing's pages disagreed and it is served for less: under
-          // churn nearly every listing disagrees, and the keeper would list every page four times as
-          // often. A decision that needs proof of an absence asks for a newer listing itself.
-          else if (s.snapshot) next = s.snapshot.fetchedAt + (s.listedMaxAgeMs ?? s.snapshot.maxAgeMs) - now;
+          else if (s.snapshot) next = s.snapshot.fetchedAt + s.snapshot.maxAgeMs - now;
           this.scheduleKeeper(s, Math.max(1000, next));
         });
     });
@@ -532,15 +514,14 @@ export class RunnerRegistry {
       else if (edit.runner && !runners.some((r) => r.id === edit.id)) runners = [...runners, edit.runner];
     }
     s.edits = [];
-    s.listedMaxAgeMs = listing.maxAgeMs ?? this.defaultMaxAgeMs;
     const snapshot = new RunnerSnapshot(
       s.scope,
       runners,
       startedAt,
-      // An incomplete listing is not cached for long.
-      listing.consistent
-        ? (listing.maxAgeMs ?? this.defaultMaxAgeMs)
-        : Math.min(listing.maxAgeMs ?? this.defaultMaxAgeMs, this.incompleteMaxAgeMs),
+      // Served for GitHub's max-age even when its pages disagreed: it shows who is registered, and a
+      // caller that must prove an absence asks `fresherThan` for a listing of its own. Served for
+      // less, under churn (where nearly every listing disagrees) every lookup listed all pages again.
+      listing.maxAgeMs ?? this.defaultMaxAgeMs,
       listing.consistent,
     );
     const previous = s.snapshot;

@@ -30,19 +30,24 @@ describe('parseListenAddress', () => {
   }
 });
 
+/** A manager with no cluster behind it: only its probe server is exercised. */
+function probeOnlyManager(probeAddress: string): Manager {
+  return new Manager({
+    kubeConfig: new KubeConfig(),
+    http: { close: () => undefined } as unknown as KubeHttp,
+    log: silentLogger(),
+    metrics: new RuntimeMetrics({ processMetrics: false }),
+    probeAddress,
+  });
+}
+
 describe('Manager probe server', () => {
   test('":0" listens on every interface, not only loopback', async (t) => {
     const external = Object.values(os.networkInterfaces())
       .flat()
       .find((i) => i && i.family === 'IPv4' && !i.internal)?.address;
     if (!external) return t.skip('this machine has no non-loopback IPv4 address');
-    const manager = new Manager({
-      kubeConfig: new KubeConfig(),
-      http: { close: () => undefined } as unknown as KubeHttp,
-      log: silentLogger(),
-      metrics: new RuntimeMetrics({ processMetrics: false }),
-      probeAddress: ':0',
-    });
+    const manager = probeOnlyManager(':0');
     await manager.start();
     try {
       const port = new URL(manager.probeUrl!).port;
@@ -56,13 +61,7 @@ describe('Manager probe server', () => {
 
 describe('Manager /readyz', () => {
   test('waits for every readiness gate besides the caches, and says which are closed', async () => {
-    const manager = new Manager({
-      kubeConfig: new KubeConfig(),
-      http: { close: () => undefined } as unknown as KubeHttp,
-      log: silentLogger(),
-      metrics: new RuntimeMetrics({ processMetrics: false }),
-      probeAddress: '127.0.0.1:0',
-    });
+    const manager = probeOnlyManager('127.0.0.1:0');
     let webhookUp = false;
     manager.addReadinessGate('webhook', () => webhookUp);
     manager.addReadinessGate('github-webhook', () => true);
