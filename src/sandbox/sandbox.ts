@@ -223,11 +223,15 @@ export interface SandboxSummary {
 
 /** The last lines of a log file, for an error message. */
 /** The runner annotations that say where an object is in its unregistration (for a drain's report). */
-function drainAnnotations(o: KubeObject): string {
+/** The graceful-stop and wait annotations of a runner pod, `key=value` without their prefixes. */
+export function drainAnnotations(o: KubeObject): string {
   const a = o.metadata.annotations ?? {};
+  const prefixes = ['actions-runner/', 'paddock.dev/'];
   return Object.keys(a)
-    .filter((k) => k.startsWith('actions-runner/'))
-    .map((k) => `${k.slice('actions-runner/'.length)}=${a[k]}`)
+    .flatMap((k) => {
+      const prefix = prefixes.find((x) => k.startsWith(x));
+      return prefix ? [`${k.slice(prefix.length)}=${a[k]}`] : [];
+    })
     .join(' ');
 }
 
@@ -756,15 +760,8 @@ export class Sandbox {
         .catch((err: Error) => ({ error: err.message }));
       leftLines.push(`${this.opts.kind}/${SAMPLE_NAME}: ${JSON.stringify(owner)}`);
       // What paddock last said about them (its log goes with the control plane's directory).
-      const logFile = this.paddock ? this.logFiles.get(this.paddock) : undefined;
       const names = left.map((o) => o.metadata.name).filter((n): n is string => Boolean(n));
-      const said = logFile
-        ? logTail(logFile, Number.POSITIVE_INFINITY)
-            .split('\n')
-            .filter((line) => names.some((n) => line.includes(n)))
-            .slice(-15)
-        : [];
-      leftLines.push(...said.map((line) => `paddock: ${line.slice(0, 600)}`));
+      leftLines.push(...this.paddockLinesNaming(names, 15));
     }
     this.stopping = true;
     const exitCodes: Record<string, number | null> = {};
@@ -961,6 +958,29 @@ export class Sandbox {
       if (exited !== undefined) throw new Error(`paddock exited with ${exited}:\n${logTail(logFile)}`);
       if (Date.now() > deadline) throw new Error(`paddock did not become ready:\n${logTail(logFile)}`);
     }
+  }
+
+  /**
+   * The last `limit` lines any paddock process (every replica, each restart) logged that name one
+   * of `names`, oldest first, each prefixed with its log file's name: what paddock said about an
+   * object a check found wrong, while the control plane's directory (where the logs are) still exists.
+   */
+  paddockLinesNaming(names: readonly string[], limit: number): string[] {
+    if (names.length === 0) return [];
+    const lines: { time: string; text: string }[] = [];
+    for (const file of this.logFiles.values()) {
+      const source = path.basename(file, '.log');
+      for (const line of logTail(file, Number.POSITIVE_INFINITY).split('\n')) {
+        if (!names.some((n) => line.includes(n))) continue;
+        // pino's ISO times sort as strings.
+        const time = /"time":"([^"]+)"/.exec(line)?.[1] ?? '';
+        lines.push({ time, text: `${source}: ${line.slice(0, 600)}` });
+      }
+    }
+    return lines
+      .sort((a, b) => (a.time < b.time ? -1 : a.time > b.time ? 1 : 0))
+      .slice(-limit)
+      .map((l) => l.text);
   }
 
   /** The live paddock replicas, the first one first. */

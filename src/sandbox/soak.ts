@@ -12,7 +12,7 @@ import { mergePatch } from '../runtime/objects.ts';
 import { PODS } from '../runtime/resources.ts';
 import type { KubeObject } from '../runtime/store.ts';
 import type { NodeAgentEvent } from './node-agent.ts';
-import { SAMPLE_NAME, SANDBOX_NAMESPACE, SANDBOX_ORG, Sandbox } from './sandbox.ts';
+import { drainAnnotations, SAMPLE_NAME, SANDBOX_NAMESPACE, SANDBOX_ORG, Sandbox } from './sandbox.ts';
 import { InvariantMonitor, type Violation } from './soak-invariants.ts';
 import { FAULT_KINDS, type FaultKind, faultSchedule, type ScheduledFault } from './soak-schedule.ts';
 
@@ -67,6 +67,11 @@ export interface SoakSummary {
   drain: { seconds: number; left: string[] };
   /** Faults that could not be made here, with why. */
   skipped: string[];
+  /**
+   * For each pod a violation names: its state when the violation was seen, what the node agent and
+   * GitHub saw of it, and what paddock logged about it (empty without violations).
+   */
+  diagnostics: string[];
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -88,6 +93,8 @@ export class Soak {
   private readonly liveRunnerPods = new Set<string>();
   private stopping = false;
   private stopped: Promise<void> | undefined;
+  /** What was seen of each pod a violation names, when the violation was found. */
+  private readonly podDiagnostics = new Map<string, string[]>();
 
   constructor(opts: SoakOptions) {
     this.opts = opts;
@@ -248,6 +255,7 @@ export class Soak {
     const pods = await http.request<{ items: KubeObject[] }>('GET', resourcePath(PODS, SANDBOX_NAMESPACE), {
       query: { labelSelector: 'actions-runner' },
     });
+    const found = this.monitor.violations.length;
     this.monitor.terminating(
       now,
       pods.items
@@ -258,6 +266,10 @@ export class Soak {
           node: (p as { spec?: { nodeName?: string } }).spec?.nodeName,
         })),
     );
+    for (const v of this.monitor.violations.slice(found)) {
+      const pod = pods.items.find((p) => v.evidence.includes(`pod ${p.metadata.name} `));
+      if (pod) this.podDiagnostics.set(pod.metadata.name ?? '', this.describePod(pod));
+    }
     const owner = await http.request<{ spec?: { replicas?: number } }>(
       'GET',
       resourcePath(RUNNER_DEPLOYMENTS, SANDBOX_NAMESPACE, SAMPLE_NAME),
@@ -265,6 +277,36 @@ export class Soak {
     const stats = sb.agent?.stats();
     const live = (stats?.busyRunners ?? 0) + (stats?.idleRunners ?? 0);
     this.monitor.fleet(now, owner.spec?.replicas ?? 0, live);
+  }
+
+  /** A pod as the API server, the node agent and GitHub show it now. */
+  private describePod(pod: KubeObject): string[] {
+    const sb = this.sandbox;
+    const name = pod.metadata.name ?? '';
+    const status = (pod as { status?: { phase?: string; containerStatuses?: unknown[] } }).status;
+    const containers = (status?.containerStatuses ?? []).map((c) => {
+      const cs = c as { name?: string; state?: Record<string, { exitCode?: number; reason?: string }> };
+      const [state, detail] = Object.entries(cs.state ?? {})[0] ?? ['unknown', {}];
+      return `${cs.name}:${state}${detail?.exitCode !== undefined ? `(${detail.exitCode})` : ''}`;
+    });
+    const agent = sb.events
+      .filter((e) => e.pod === name)
+      .map(
+        (e) =>
+          `${new Date(e.at).toISOString()} ${e.type}${e.runnerId !== undefined ? ` runner ${e.runnerId}` : ''}${e.jobId !== undefined ? ` job ${e.jobId}` : ''}${e.reason ? ` ${e.reason}` : ''}`,
+      );
+    const model = sb.double.model;
+    const runners = [...model.runners.values()]
+      .filter((r) => r.name === name)
+      .map((r) => `runner ${r.id} ${r.status}${r.busy ? ' busy' : ''}`);
+    const jobs = [...model.jobs.values()]
+      .filter((j) => j.runner_name === name)
+      .map((j) => `job ${j.id} ${j.status}${j.conclusion ? ` ${j.conclusion}` : ''}`);
+    return [
+      `pod ${name}: ${status?.phase ?? '?'} on ${(pod as { spec?: { nodeName?: string } }).spec?.nodeName ?? '?'}, deleting since ${pod.metadata.deletionTimestamp ?? '-'}, finalizers [${(pod.metadata.finalizers ?? []).join(',')}], containers [${containers.join(' ')}], ${drainAnnotations(pod)}`,
+      `GitHub now: ${[...runners, ...jobs].join(', ') || 'no runner or job of that name'}`,
+      ...agent.map((l) => `node agent: ${l}`),
+    ];
   }
 
   private count(kind: FaultKind): void {
@@ -525,6 +567,10 @@ export class Soak {
       },
       drain: { seconds: Math.round((Date.now() - drainStart) / 1000), left },
       skipped: this.skipped,
+      diagnostics: [...this.podDiagnostics].flatMap(([pod, seen]) => [
+        ...seen,
+        ...sb.paddockLinesNaming([pod], 40),
+      ]),
     };
   }
 }
