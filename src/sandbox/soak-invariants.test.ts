@@ -116,6 +116,22 @@ describe('InvariantMonitor', () => {
     assert.equal(m.violations[0]!.invariant, 'slow-takeover');
   });
 
+  test('a takeover is not charged for the time the API server was down', () => {
+    const m = new InvariantMonitor(limits);
+    // etcd was down for 8 s of the takeover (outages before it are another test's).
+    m.outage(T - 20_000, T - 12_000);
+    m.takeover(T, 30_000);
+    assert.equal(m.violations.length, 0);
+    m.takeover(T, 33_001);
+    assert.equal(m.violations.length, 1);
+    assert.match(m.violations[0]!.evidence, /33001 ms \(25001 ms with the API server up\)/);
+    // Only the part of an outage inside the takeover counts: 4 s of this one.
+    const n = new InvariantMonitor(limits);
+    n.outage(T - 60_000, T - 26_000);
+    n.takeover(T, 30_000);
+    assert.match(n.violations[0]?.evidence ?? '', /30000 ms \(26000 ms with the API server up\)/);
+  });
+
   test('leaked runners and memory growth are judged at the end; short series are not', () => {
     const m = new InvariantMonitor(limits);
     for (let i = 0; i <= 30; i++) m.rssSample('paddock-0#1', { at: T + i * 60_000, mib: 80 + i }); // 60 MiB/h

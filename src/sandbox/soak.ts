@@ -331,9 +331,7 @@ export class Soak {
     const say = (what: string) => this.opts.log(`[soak] ${f.kind}: ${what}`);
     switch (f.kind) {
       case 'leader-kill': {
-        const holder = await this.leaseHolder();
-        const victim = sb.replicaProcesses().find((r) => holder?.endsWith(`_${r.pid}`));
-        if (!victim) throw new Error(`no live replica holds the Lease (holder ${holder ?? 'none'})`);
+        const { holder, victim } = await this.liveLeader();
         const killedAt = Date.now();
         await sb.killReplica(victim.name);
         say(`kill -9 ${victim.name} (pid ${victim.pid}), the leader`);
@@ -345,12 +343,13 @@ export class Soak {
         );
         this.count(f.kind);
         // The sandbox starts it again (restartReplicas); meanwhile the other replica takes over.
-        void this.awaitTakeover(holder!, killedAt);
+        void this.awaitTakeover(holder, killedAt);
         return;
       }
       case 'apiserver-restart': {
         const at = Date.now();
         await sb.plane!.restartApiServer();
+        this.monitor.outage(at, Date.now());
         say(`kube-apiserver restarted in ${Date.now() - at} ms`);
         // A leader cut off past its renew deadline steps down: allow for its successor's takeover.
         this.monitor.excuse(
@@ -365,6 +364,7 @@ export class Soak {
       case 'etcd-restart': {
         const at = Date.now();
         await sb.plane!.restartEtcd();
+        this.monitor.outage(at, Date.now());
         say(`etcd restarted in ${Date.now() - at} ms`);
         this.monitor.excuse(at, Date.now() + this.monitor.limits.takeoverBoundMs + 10_000, 'etcd restarted', {
           controlPlane: true,
@@ -453,6 +453,23 @@ export class Soak {
         this.count(f.kind);
         return;
       }
+    }
+  }
+
+  /**
+   * The replica holding the Lease. A leader that has just exited (it lost the Lease in an etcd
+   * restart) still names itself there until a standby takes over: wait for a live one.
+   */
+  private async liveLeader(): Promise<{ holder: string; victim: { name: string; pid: number } }> {
+    const deadline = Date.now() + this.monitor.limits.takeoverBoundMs + 10_000;
+    for (;;) {
+      const holder = await this.leaseHolder().catch(() => undefined);
+      const victim = this.sandbox.replicaProcesses().find((r) => holder?.endsWith(`_${r.pid}`));
+      if (holder && victim) return { holder, victim };
+      if (Date.now() > deadline) {
+        throw new Error(`no live replica holds the Lease (holder ${holder ?? 'none'})`);
+      }
+      await sleep(500);
     }
   }
 
