@@ -306,6 +306,28 @@ describe('node agent (simulated kubelet and runners)', () => {
     assert.ok(agent.stats().leakedRunners >= 1);
   });
 
+  test('a deletion held past its grace period: the kubelet kills what still runs, the finalizer keeps the object', async () => {
+    await createPod('grace-a', { token: token(), ephemeral: false, finalizers: ['example.com/hold'] });
+    await registered('grace-a');
+    const killedBefore = agent.stats().runnersKilledAtGraceEnd;
+    await http.request('DELETE', `${podsPath()}/grace-a`, { query: { gracePeriodSeconds: 1 } });
+    await eventually('deletion seen', async () => agent.pod('grace-a')?.deleting);
+    assert.ok(runnerStatus(await getPod('grace-a'))?.state?.running, 'running through its grace period');
+    assert.equal(await runnerExit('grace-a'), 137);
+    const pod = await getPod('grace-a');
+    assert.ok(pod?.metadata.deletionTimestamp, 'still held by its finalizer');
+    assert.ok(statuses(pod).find((c) => c.name === 'docker')?.state?.terminated, 'the sidecar is killed too');
+    assert.equal(double.runnerByName('orgs/acme', 'grace-a')?.status, 'offline');
+    assert.equal(agent.stats().runnersKilledAtGraceEnd, killedBefore + 1);
+    const exited = events.find((e) => e.pod === 'grace-a' && e.type === 'runner-exited');
+    assert.equal(exited?.reason, 'grace-period-ended');
+    await http.request('PATCH', `${podsPath()}/grace-a`, {
+      body: { metadata: { finalizers: null } },
+      contentType: 'application/merge-patch+json',
+    });
+    await eventually('pod gone', async () => (await getPod('grace-a')) === undefined);
+  });
+
   test('jobs are cancelled when their pod is force-deleted or their runner removed from GitHub mid-job', async () => {
     const cancelledBefore = agent.stats().jobsCancelled;
     await createPod('busy-a', { token: token(), labels: 'pool-busy' });

@@ -24,8 +24,9 @@ import type { ModelEvent } from '../testenv/github-double/model.ts';
  * from the API server before the container starts; while such a Secret is missing the pod stays
  * Pending and the agent tries again.
  *
- * Simplifications: containers are never restarted; a pod being deleted keeps running its job until
- * done (the real kubelet would kill it after the grace period); no node heartbeats (no node
+ * Simplifications: containers are never restarted; a pod being deleted keeps running (its job, or
+ * waiting to register) until its grace period ends, when the kubelet kills what still runs (137):
+ * the real one sends SIGTERM first, which this runner ignores. No node heartbeats (no node
  * lifecycle controller runs in the sandbox).
  */
 
@@ -192,7 +193,7 @@ export interface NodeAgentEvent {
   jobId?: number;
   /** `runner-exited`: the runner container's exit code. */
   exitCode?: number;
-  /** `runner-exited`: why (`job-finished`, `registration-failed`, `crashed`, `runner-removed`). */
+  /** `runner-exited`: why (`job-finished`, `registration-failed`, `crashed`, `runner-removed`, `grace-period-ended`). */
   reason?: string;
   message?: string;
 }
@@ -207,6 +208,8 @@ export interface NodeAgentStats {
   registrationFailures: number;
   runnerExits: number;
   runnerCrashes: number;
+  /** Runners killed because their pod's deletion grace period ended while they still ran. */
+  runnersKilledAtGraceEnd: number;
   jobsStarted: number;
   jobsCompleted: number;
   /** Jobs ended as `cancelled`: their pod went for good, or their runner was removed from GitHub, mid-job. */
@@ -358,6 +361,7 @@ export class NodeAgent {
     registrationFailures: 0,
     runnerExits: 0,
     runnerCrashes: 0,
+    runnersKilledAtGraceEnd: 0,
     jobsStarted: 0,
     jobsCompleted: 0,
     jobsCancelled: 0,
@@ -514,6 +518,12 @@ export class NodeAgent {
   /** The runner container dies (OOM kill by default): terminated 137, the runner goes offline in GitHub. */
   crashRunner(podName: string, opts: { exitCode?: number; reason?: string } = {}): void {
     const sim = this.requirePod(podName);
+    this.counters.runnerCrashes++;
+    this.killRunner(sim, opts.exitCode ?? 137, opts.reason ?? 'OOMKilled', 'crashed');
+  }
+
+  /** The runner process dies: offline in GitHub, its container terminated with `exitCode`. */
+  private killRunner(sim: SimPod, exitCode: number, reason: string, why: string): void {
     const id = sim.runnerId;
     if (id !== undefined && this.double.model.runners.get(id)?.status === 'online') {
       this.double.model.setRunnerState(id, { status: 'offline' });
@@ -521,8 +531,33 @@ export class NodeAgent {
     // A job it was running stays in progress (GitHub notices much later); it is cancelled once the pod goes.
     sim.jobTimer?.cancel();
     sim.jobTimer = undefined;
-    this.counters.runnerCrashes++;
-    this.exitRunner(sim, opts.exitCode ?? 137, opts.reason ?? 'OOMKilled', 'crashed');
+    this.exitRunner(sim, exitCode, reason, why);
+  }
+
+  /**
+   * The pod's deletion grace period is over: the kubelet kills what still runs, finalizers or not
+   * (they hold the object, not its containers). Not on a lost node: no kubelet is there to do it.
+   */
+  private endGracePeriod(sim: SimPod): void {
+    if (sim.gone || !sim.started || this.isLost(sim) || this.isStopped()) return;
+    if (sim.runner !== 'none' && sim.runner !== 'exited') {
+      this.counters.runnersKilledAtGraceEnd++;
+      this.killRunner(sim, 137, 'Error', 'grace-period-ended');
+    }
+    const now = this.clock.now();
+    let killed = false;
+    for (const c of sim.containers) {
+      if (c.state.kind !== 'running') continue;
+      c.state = {
+        kind: 'terminated',
+        startedAt: c.state.startedAt,
+        finishedAt: now,
+        exitCode: 137,
+        reason: 'Error',
+      };
+      killed = true;
+    }
+    if (killed) this.syncStatus(sim);
   }
 
   /** The runner loses its connection: offline in GitHub, takes no jobs, the container keeps running. */
@@ -719,6 +754,11 @@ export class NodeAgent {
     if (pod.metadata.deletionTimestamp && !sim.deleting) {
       sim.deleting = true;
       this.emit('pod-deleting', sim);
+      const graceEnd = Date.parse(pod.metadata.deletionTimestamp);
+      if (!Number.isNaN(graceEnd)) {
+        const pending = sim;
+        this.after(Math.max(0, graceEnd - this.clock.now()), () => this.endGracePeriod(pending));
+      }
     }
     this.maybeConfirmDeletion(sim);
   }
