@@ -480,6 +480,33 @@ describe('runner pod controller', { concurrency: true }, () => {
     );
   });
 
+  test('under churn, pages that never agree: one lookup by name proves the runner absent, the pod goes', async () => {
+    double.addOrg('churn');
+    const registerIn = (name: string) => {
+      const t = double.model.issueToken('orgs/churn', 'registration');
+      return double.registerRunner({ registrationToken: t.token, name });
+    };
+    for (let i = 0; i < 120; i++) registerIn(`churn-fleet-${i}`);
+    // A runner registers between page 1 and page 2 of every whole listing: they never agree.
+    let joined = 0;
+    const stop = double.duringRunnerListings((scope, page) => {
+      if (scope === 'orgs/churn' && page === 2) registerIn(`churn-joined-${joined++}`);
+    });
+    try {
+      await createPod('churn-crashed', { org: 'churn' });
+      await setStatus('churn-crashed', 'crashed', false, 1);
+      await core.deleteNamespacedPod({ name: 'churn-crashed', namespace: ns.name });
+      await eventually('pod gone', async () => (await getPod('churn-crashed')) === undefined, 20_000);
+      assert.ok(joined > 0, 'the whole listings disagreed');
+      const lookups = double.log.filter(
+        (e) => e.route === 'GET /orgs/{org}/actions/runners' && e.path.includes('name=churn-crashed'),
+      );
+      assert.ok(lookups.length >= 1, 'asked GitHub for the name');
+    } finally {
+      stop();
+    }
+  });
+
   test('rate limit exhausted: nothing is deleted until the reset', async () => {
     const runner = await registeredPod('limited-1', {}, limitedDouble);
     limitedDouble.setRateLimit(limitedToken, { remaining: 0, resetInMs: 5000 });

@@ -98,6 +98,8 @@ interface GitHubScript {
   /** The list answered for a request with `notBefore` (or the cached one when undefined). */
   list?: (notBefore: number | undefined) => RunnerListing;
   remove?: (id: number) => RemovalAnswer;
+  /** GitHub's list filtered by the pod's name (default: a server that ignores the filter). */
+  lookup?: () => RunnerLite | 'absent' | 'unsupported';
   now?: number;
 }
 
@@ -107,6 +109,7 @@ interface Run {
   final: RunnerPodStep;
   removed: number[];
   lists: (number | undefined)[];
+  lookups: number;
   events: string[];
 }
 
@@ -118,6 +121,7 @@ function drive(p: RunnerPodLike, gh: GitHubScript = {}, learnedStart: Learned = 
   const removed: number[] = [];
   const lists: (number | undefined)[] = [];
   const events: string[] = [];
+  let lookups = 0;
   const current = structuredClone(p);
   for (let i = 0; i < 30; i++) {
     const step = planRunnerPod({ pod: current, now, settings: S, random: 0, learned });
@@ -148,6 +152,15 @@ function drive(p: RunnerPodLike, gh: GitHubScript = {}, learnedStart: Learned = 
         lists.push(step.notBefore);
         learned.listing = (gh.list ?? (() => listing([])))(step.notBefore);
         break;
+      case 'need-name-lookup': {
+        lookups++;
+        const answer = (gh.lookup ?? (() => 'unsupported'))();
+        // Asked after every earlier step (a removal's answer is `now + 1`).
+        const at = now + steps.length;
+        learned.nameLookup =
+          typeof answer === 'string' ? { at, answer } : { at, answer: 'found', runner: answer };
+        break;
+      }
       case 'remove-runner':
         removed.push(step.runnerId);
         learned.removal = {
@@ -165,12 +178,12 @@ function drive(p: RunnerPodLike, gh: GitHubScript = {}, learnedStart: Learned = 
       default:
         if (step.kind === 'settle' && step.mark && step.mark !== 'clear')
           events.push(`${step.mark.event.type}:${step.mark.event.reason}`);
-        return { steps, pod: current, final: step, removed, lists, events };
+        return { steps, pod: current, final: step, removed, lists, lookups, events };
     }
     if (step.kind === 'remove-finalizer' && (current.metadata.finalizers ?? []).length === 0) {
       // what the API server does next is not the plan's business
       if (current.metadata.deletionTimestamp)
-        return { steps, pod: current, final: step, removed, lists, events };
+        return { steps, pod: current, final: step, removed, lists, lookups, events };
     }
   }
   throw new Error(`no terminal step: ${steps.map((s) => s.kind).join(' → ')}`);
@@ -299,6 +312,22 @@ describe('registration check', () => {
     assert.ok(!kinds(r).includes('delete-pod'));
   });
 
+  test('pages that disagreed, then a lookup by name: absent is replaced, online is recorded, one request each', () => {
+    const p = pod({ startedAt: NOW - 11 * MIN });
+    const absent = drive(p, { list: () => listing([], NOW, false), lookup: () => 'absent' });
+    assert.equal(absent.final.kind, 'delete-pod');
+    assert.equal(absent.lookups, 1);
+    assert.deepEqual(absent.events, ['Warning:RegistrationTimeout', 'Normal:PodDeleted']);
+    const online = drive(p, { list: () => listing([], NOW, false), lookup: () => runner(7) });
+    assert.equal(ann(online, 'actions-runner/id'), '7', 'registered after all: recorded');
+    assert.ok(!kinds(online).includes('delete-pod'));
+    const offline = drive(p, {
+      list: () => listing([], NOW, false),
+      lookup: () => runner(7, NAME, { status: 'offline' }),
+    });
+    assert.equal(offline.final.kind, 'delete-pod', 'offline past the timeout: replaced as well');
+  });
+
   test('a runner that crashed (exit 1) before registering is replaced (item 4)', () => {
     const r = drive(pod({ exitCode: 1 }), { list: () => listing([], NOW) });
     assert.equal(r.final.kind, 'delete-pod');
@@ -368,6 +397,22 @@ describe('graceful stop on deletion', () => {
     });
     assert.deepEqual(r.removed, [8]);
     assert.equal(r.final.kind, 'remove-finalizer');
+  });
+
+  test('stopped before its ID was seen, pages disagreed: the lookup by name decides (absent, or removed)', () => {
+    const p = deleting({ exitCode: 143, startedAt: NOW - MIN });
+    const unproven = drive(p, { list: () => listing([], NOW, false) });
+    assert.equal(
+      unproven.final.kind === 'settle' && unproven.final.requeueAfterMs,
+      INCOMPLETE_LISTING_RETRY_MS,
+    );
+    assert.equal(unproven.lookups, 1, 'a server that ignores the filter: the short recheck as before');
+    const absent = drive(p, { list: () => listing([], NOW, false), lookup: () => 'absent' });
+    assert.equal(absent.final.kind, 'remove-finalizer');
+    assert.deepEqual(absent.removed, []);
+    const found = drive(p, { list: () => listing([], NOW, false), lookup: () => runner(9) });
+    assert.deepEqual(found.removed, [9]);
+    assert.equal(found.final.kind, 'remove-finalizer');
   });
 
   test('declared unregistered while pending, then started before its deletion: looked up again, not leaked', () => {
@@ -452,6 +497,34 @@ describe('graceful stop on deletion', () => {
     });
     assert.equal(r.final.kind, 'settle');
     assert.equal(ann(r, 'actions-runner/unregistration-complete-timestamp'), undefined);
+  });
+
+  test('404 with an incomplete list: a lookup by name asked after the 404 decides', () => {
+    const p = deleting({ startedAt: NOW - MIN, annotations: { 'actions-runner/id': '7' } });
+    const list = (nb: number | undefined) =>
+      nb === undefined ? listing([runner(7)]) : listing([], nb, false);
+    const gone = drive(p, { list, remove: () => ({ kind: 'notFound' }), lookup: () => 'absent' });
+    assert.equal(gone.final.kind, 'remove-finalizer');
+    assert.deepEqual(gone.events, ['Normal:RunnerGone']);
+    // The same ID listed by name after GitHub's 404: a contradiction, retried rather than removed again.
+    const same = drive(p, { list, remove: () => ({ kind: 'notFound' }), lookup: () => runner(7) });
+    assert.equal(same.final.kind, 'fail');
+    assert.deepEqual(same.removed, [7]);
+    // Registered again under a new ID meanwhile (config --replace): that one goes too.
+    const again = drive(p, {
+      list,
+      remove: (id) => (id === 7 ? { kind: 'notFound' } : { kind: 'removed' }),
+      lookup: () => runner(8),
+    });
+    assert.deepEqual(again.removed, [7, 8]);
+    assert.equal(again.final.kind, 'remove-finalizer');
+  });
+
+  test('a recorded ID missing from a listing whose pages disagreed: found by name, it is removed', () => {
+    const p = deleting({ startedAt: NOW - MIN, annotations: { 'actions-runner/id': '7' } });
+    const r = drive(p, { list: (nb) => listing([], nb ?? NOW - 30_000, false), lookup: () => runner(7) });
+    assert.deepEqual(r.removed, [7]);
+    assert.equal(r.final.kind, 'remove-finalizer');
   });
 
   test('a busy ephemeral runner: the wait is recorded and shown, the pod stays', () => {

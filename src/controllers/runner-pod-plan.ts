@@ -106,7 +106,17 @@ export interface Learned {
   runnerObjectDeleted?: boolean;
   /** Container-mode job pods and secrets were deleted. */
   linkedCleaned?: boolean;
+  /** GitHub's list filtered by the pod's name (`?name=`), asked when a listing could not tell. */
+  nameLookup?: NameLookup;
 }
+
+/**
+ * The answer to a runner list filtered by one name, and when it was asked: the runner of that name,
+ * none, or `unsupported` when the server ignored the filter (its answer says nothing of the name).
+ */
+export type NameLookup =
+  | { at: number; answer: 'found'; runner: RunnerLite }
+  | { at: number; answer: 'absent' | 'unsupported' };
 
 export interface EventSpec {
   type: EventType;
@@ -141,6 +151,8 @@ export type RunnerPodStep =
   | { kind: 'need-client' }
   /** The scope's runner list: any cached one, or one whose listing started at or after `notBefore`. */
   | { kind: 'need-listing'; notBefore?: number }
+  /** GitHub's list filtered by the pod's name: one request where a whole listing could not tell. */
+  | { kind: 'need-name-lookup' }
   /** Merge these annotations into the pod (null removes), then plan again. */
   | {
       kind: 'annotate';
@@ -269,23 +281,7 @@ function ensureListing(
   const { learned } = input;
   if (!learned.client) return { kind: 'step', step: { kind: 'need-client' } };
   if (!learned.client.usable) return { kind: 'step', step: whenUnusable(learned.client.message) };
-  if (learned.rateLimited) {
-    const { resetAt, message } = learned.rateLimited;
-    return {
-      kind: 'step',
-      step: {
-        kind: 'settle',
-        requeueAfterMs: Math.max(1000, resetAt - input.now),
-        mark: {
-          reason: 'rate-limited',
-          event: warning(
-            'RateLimited',
-            `GitHub API rate limit reached (${message}); checking runner ${f.name} again after ${rfc3339(resetAt)}`,
-          ),
-        },
-      },
-    };
-  }
+  if (learned.rateLimited) return { kind: 'step', step: rateLimitedWait(input, f, learned.rateLimited) };
   const listing = learned.listing;
   if (!listing || (notBefore !== undefined && listing.fetchedAt < notBefore)) {
     return {
@@ -296,16 +292,83 @@ function ensureListing(
   return { kind: 'resolved' };
 }
 
-/** A list whose pages disagreed proves no absence: look again soon. */
+function rateLimitedWait(
+  input: RunnerPodPlanInput,
+  f: RunnerPodFacts,
+  { resetAt, message }: NonNullable<Learned['rateLimited']>,
+): RunnerPodStep {
+  return {
+    kind: 'settle',
+    requeueAfterMs: Math.max(1000, resetAt - input.now),
+    mark: {
+      reason: 'rate-limited',
+      event: warning(
+        'RateLimited',
+        `GitHub API rate limit reached (${message}); checking runner ${f.name} again after ${rfc3339(resetAt)}`,
+      ),
+    },
+  };
+}
+
+/** Neither a listing nor a lookup by name proves the runner absent: look again soon. */
 const UNPROVEN_ABSENCE: RunnerPodStep = {
   kind: 'settle',
   requeueAfterMs: INCOMPLETE_LISTING_RETRY_MS,
   log: 'runner list cannot prove absence yet',
 };
 
-/** The runner is absent from a list late enough to tell: done, once the list is complete. */
-function gone(input: RunnerPodPlanInput, f: RunnerPodFacts, runnerId: number, log: string): RunnerPodStep {
-  if (!input.learned.listing?.complete) return UNPROVEN_ABSENCE;
+type AbsenceProof =
+  | { kind: 'absent' }
+  | { kind: 'found'; runner: RunnerLite }
+  | { kind: 'step'; step: RunnerPodStep };
+
+/**
+ * The runner is not in a listing whose pages disagreed (runners came and went while it was listed),
+ * which proves nothing: under steady churn the pages of a large fleet may never agree again. The
+ * list filtered by the pod's name is one request that cannot disagree with itself. `notBefore`: a
+ * lookup asked earlier does not count (one from before a removal's 404, say).
+ */
+function proveAbsence(input: RunnerPodPlanInput, f: RunnerPodFacts, notBefore?: number): AbsenceProof {
+  const { learned } = input;
+  if (learned.rateLimited) return { kind: 'step', step: rateLimitedWait(input, f, learned.rateLimited) };
+  if (learned.client?.usable === false) return { kind: 'step', step: UNPROVEN_ABSENCE };
+  const lookup = learned.nameLookup;
+  if (!lookup || (notBefore !== undefined && lookup.at < notBefore)) {
+    return { kind: 'step', step: { kind: 'need-name-lookup' } };
+  }
+  // A lookup within a second of the pod's creation may still see a predecessor of the same name.
+  if (lookup.answer === 'unsupported' || lookup.at < f.createdAt + 1000) {
+    return { kind: 'step', step: UNPROVEN_ABSENCE };
+  }
+  return lookup.answer === 'found' ? { kind: 'found', runner: lookup.runner } : { kind: 'absent' };
+}
+
+/**
+ * The runner is absent from a list late enough to tell: done, once that is proven. A lookup by name
+ * that finds it after all removes it; `confirming404`: GitHub just answered 404 for `runnerId`, so
+ * finding that very ID again is a contradiction to retry, not a removal to repeat.
+ */
+function gone(
+  input: RunnerPodPlanInput,
+  f: RunnerPodFacts,
+  runnerId: number,
+  log: string,
+  confirming404?: { at: number },
+): RunnerPodStep {
+  if (!input.learned.listing?.complete) {
+    const proof = proveAbsence(input, f, confirming404?.at);
+    if (proof.kind === 'step') return proof.step;
+    if (proof.kind === 'found') {
+      if (confirming404 && proof.runner.id === runnerId) {
+        return {
+          kind: 'fail',
+          message: `GitHub answered 404 for runner ${runnerId} although a lookup by name lists it; retrying`,
+        };
+      }
+      return { kind: 'remove-runner', runnerId: proof.runner.id };
+    }
+    log = `${log} (absence proven by name)`;
+  }
   return complete(
     input,
     normal('RunnerGone', `Runner ${f.name} (ID ${runnerId}) is no longer registered with GitHub`),
@@ -512,29 +575,7 @@ function planRegistration(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerP
   const listing = learned.listing!;
   const found = runnerByName(listing, f);
   const lookup = !found ? 'notFound' : found.status === 'online' ? 'online' : 'offline';
-  if (found && lookup === 'online') {
-    if (recordedRunnerId(f) !== found.id) {
-      // Only an online runner of this very name earns a recorded ID.
-      const previous = f.annotations[ANNOTATION_RUNNER_ID];
-      return {
-        kind: 'annotate',
-        annotations: { [ANNOTATION_RUNNER_ID]: String(found.id) },
-        // A first record waits on nothing (a stop looks the runner up by name meanwhile); a
-        // correction goes at once.
-        ...(previous ? {} : { paced: true }),
-        ...(previous
-          ? {
-              event: warning(
-                'RunnerIdCorrected',
-                `The runner ID recorded on pod ${f.name} (${previous}) is not its runner's; recorded ${found.id}, the ID of the online runner named ${f.name}`,
-              ),
-            }
-          : {}),
-        log: 'runner registered: ID recorded',
-      };
-    }
-    return { kind: 'settle', mark: 'clear', log: 'runner registered and online' };
-  }
+  if (found && lookup === 'online') return registeredOnline(f, found);
   const result = registrationCheckResult(f, lookup, now, rs, input.random);
   if (result.kind === 'recheck') {
     // A runner takes a few seconds to configure itself: within its first interval, not being listed
@@ -563,8 +604,37 @@ function planRegistration(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerP
   // moment before it must be seen (a cached list may be up to a minute old).
   const deadline = registrationDeadline(f, rs.timeoutMs) ?? now;
   if (listing.fetchedAt < deadline) return { kind: 'need-listing', notBefore: deadline };
-  if (!listing.complete && lookup === 'notFound') return UNPROVEN_ABSENCE;
+  if (!listing.complete && lookup === 'notFound') {
+    const proof = proveAbsence(input, f);
+    if (proof.kind === 'step') return proof.step;
+    // Registered after all (the listing missed it): online, it stays; offline, it is replaced too.
+    if (proof.kind === 'found' && proof.runner.status === 'online') return registeredOnline(f, proof.runner);
+  }
   return planRestart(input, f, warning('RegistrationTimeout', result.message), result.message);
+}
+
+/** Only an online runner of this very name earns a recorded ID. */
+function registeredOnline(f: RunnerPodFacts, found: RunnerLite): RunnerPodStep {
+  if (recordedRunnerId(f) === found.id) {
+    return { kind: 'settle', mark: 'clear', log: 'runner registered and online' };
+  }
+  const previous = f.annotations[ANNOTATION_RUNNER_ID];
+  return {
+    kind: 'annotate',
+    annotations: { [ANNOTATION_RUNNER_ID]: String(found.id) },
+    // A first record waits on nothing (a stop looks the runner up by name meanwhile); a correction
+    // goes at once.
+    ...(previous ? {} : { paced: true }),
+    ...(previous
+      ? {
+          event: warning(
+            'RunnerIdCorrected',
+            `The runner ID recorded on pod ${f.name} (${previous}) is not its runner's; recorded ${found.id}, the ID of the online runner named ${f.name}`,
+          ),
+        }
+      : {}),
+    log: 'runner registered: ID recorded',
+  };
 }
 
 /** Stops the runner gracefully, then deletes the pod so its owner creates a fresh one. */
@@ -627,7 +697,9 @@ function planStopOfDeletedPod(input: RunnerPodPlanInput, f: RunnerPodFacts): Run
   if (next === 'stopped') return release(step.annotations);
   if (isCompletion(next)) return release(step.annotations, next);
   // Reads first; whether the start needs a write of its own is decided with what they tell.
-  if (next.kind === 'need-listing' || next.kind === 'need-client') return next;
+  if (next.kind === 'need-listing' || next.kind === 'need-client' || next.kind === 'need-name-lookup') {
+    return next;
+  }
   return step;
 }
 
@@ -696,12 +768,16 @@ function planStop(input: RunnerPodPlanInput, f: RunnerPodFacts): RunnerPodStep |
     if (need.kind === 'step') return need.step;
     const listing = learned.listing!;
     const found = runnerByName(listing, f);
-    if (!found) {
+    if (found) runnerId = found.id;
+    else {
       if (blind.kind === 'wait') return { kind: 'settle', requeueAfterMs: blind.requeueAfterMs };
-      if (!listing.complete || !listedAfterCreation(listing, f)) return UNPROVEN_ABSENCE;
-      return complete(input, undefined, `graceful stop: row ${blind.kind === 'done' ? blind.row : '?'}`);
+      const row = `graceful stop: row ${blind.row}`;
+      if (listing.complete && listedAfterCreation(listing, f)) return complete(input, undefined, row);
+      const proof = proveAbsence(input, f);
+      if (proof.kind === 'step') return proof.step;
+      if (proof.kind === 'absent') return complete(input, undefined, `${row} (absence proven by name)`);
+      runnerId = proof.runner.id;
     }
-    runnerId = found.id;
   }
 
   const step = table(runnerId);
@@ -845,7 +921,7 @@ function planRemovalAnswer(input: RunnerPodPlanInput, f: RunnerPodFacts): Runner
       // The runner may have registered again under a new ID (config --replace): that one goes too.
       const byName = runnerByName(listing, f);
       if (byName && byName.id !== removal.runnerId) return { kind: 'remove-runner', runnerId: byName.id };
-      return gone(input, f, removal.runnerId, 'graceful stop: 404 confirmed');
+      return gone(input, f, removal.runnerId, 'graceful stop: 404 confirmed', { at: removal.at });
     }
     case 'retry':
       if (removal.answer.kind === 'invalidCredentials') {

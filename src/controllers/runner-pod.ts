@@ -281,6 +281,10 @@ export class RunnerPodReconciler {
         await this.list(pass, step.notBefore);
         return 'continue';
 
+      case 'need-name-lookup':
+        await this.lookUpName(pass);
+        return 'continue';
+
       case 'annotate':
         if (step.paced) {
           const wait = this.pacedWrites.waitMs(objectKey(pod));
@@ -372,23 +376,44 @@ export class RunnerPodReconciler {
           ? await client.registry.get(pass.scope)
           : await client.registry.fresherThan(pass.scope, notBefore);
     } catch (err) {
-      if (err instanceof GitHubApiError && err.kind === 'rateLimited') {
-        pass.learned.rateLimited = {
-          resetAt: err.rateLimitResetAt ?? this.clock.now() + 60_000,
-          message: err.rateLimitCause ?? 'primary',
-        };
-        return;
-      }
-      if (err instanceof GitHubApiError && err.kind === 'invalidCredentials') {
-        pass.learned.client = { usable: false, message: err.message };
-        return;
-      }
-      if (err instanceof GitHubConfigError) {
-        pass.learned.client = { usable: false, message: err.message };
-        return;
-      }
-      throw err;
+      this.learnFromReadError(pass, err);
     }
+  }
+
+  private async lookUpName(pass: Pass): Promise<void> {
+    const at = this.clock.now();
+    try {
+      const { filtered, runner } = await pass.client!.findRunnerByName(
+        pass.scope,
+        pass.pod.metadata.name ?? '',
+      );
+      pass.learned.nameLookup = !filtered
+        ? { at, answer: 'unsupported' }
+        : runner
+          ? { at, answer: 'found', runner }
+          : { at, answer: 'absent' };
+    } catch (err) {
+      this.learnFromReadError(pass, err);
+    }
+  }
+
+  /** What a failed read tells the plan (rate limits, unusable credentials); anything else is retried. */
+  private learnFromReadError(pass: Pass, err: unknown): void {
+    if (err instanceof GitHubApiError && err.kind === 'rateLimited') {
+      pass.learned.rateLimited = {
+        resetAt: err.rateLimitResetAt ?? this.clock.now() + 60_000,
+        message: err.rateLimitCause ?? 'primary',
+      };
+      return;
+    }
+    if (
+      (err instanceof GitHubApiError && err.kind === 'invalidCredentials') ||
+      err instanceof GitHubConfigError
+    ) {
+      pass.learned.client = { usable: false, message: err.message };
+      return;
+    }
+    throw err;
   }
 
   private async removeRunner(pass: Pass, runnerId: number, ctx: ReconcileContext): Promise<void> {

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { Registry } from 'prom-client';
 import { GitHubDouble } from '../testenv/github-double/index.ts';
@@ -448,6 +450,56 @@ describe('JIT runner configuration', () => {
         e instanceof GitHubConfigError && /organization and repository scopes only/.test(e.message),
     );
     assert.equal(double.log.length, before);
+  });
+});
+
+describe('findRunnerByName: one runner in one request', () => {
+  const clock = new SteppingClock();
+  const double = new GitHubDouble({ now: () => clock.now() });
+  let client: GitHubClient;
+
+  before(async () => {
+    await double.start();
+    double.addOrg('acme');
+    client = makeClient(double, clock, double.addToken().token);
+    for (let i = 0; i < 150; i++) addRunner(double, `fleet-${i}`);
+  });
+  after(() => double.stop());
+
+  test('found or absent among 150 runners (two pages), with one request each', async () => {
+    const before = entries(double, LIST_ORG).length;
+    const found = await client.findRunnerByName(org, 'fleet-120');
+    assert.equal(found.filtered, true);
+    assert.equal(found.runner?.name, 'fleet-120');
+    assert.equal(found.runner?.id, double.runnerByName('orgs/acme', 'fleet-120')?.id);
+    assert.deepEqual(await client.findRunnerByName(org, 'fleet-999'), { filtered: true, runner: undefined });
+    const sent = entries(double, LIST_ORG).slice(before);
+    assert.equal(sent.length, 2);
+    assert.ok(sent.every((e) => e.path.includes('name=fleet-')));
+  });
+
+  test('a server that ignores the filter answers nothing about the name', async () => {
+    const page = {
+      total_count: 1,
+      runners: [{ id: 1, name: 'someone-else', os: 'linux', status: 'online', busy: false, labels: [] }],
+    };
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(page));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const ghes = new GitHubClient({
+        credentials: { kind: 'token', token: 'x' },
+        endpoints: { apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` },
+        clock,
+        logger: silentLogger(),
+        requestTimeoutMs: NO_TIMEOUT_MS,
+      });
+      assert.deepEqual(await ghes.findRunnerByName(org, 'fleet-1'), { filtered: false, runner: undefined });
+      ghes.close();
+    } finally {
+      server.close();
+    }
   });
 });
 

@@ -251,6 +251,36 @@ export class GitHubClient implements RunnerPageLister {
   }
 
   /**
+   * The scope's runner named `name`, asked with the list's `name` filter: one request that answers
+   * for one runner however many pages the scope lists, and whose pages cannot disagree. `filtered`
+   * is false when the answer held other runners (a server that ignores the filter, as older GitHub
+   * Enterprise Server releases may): it then says nothing about `name`. Not conditional: an ETag per
+   * pod name would only fill the cache.
+   */
+  async findRunnerByName(
+    scope: GitHubScope,
+    name: string,
+    options: ListOptions = {},
+  ): Promise<{ filtered: boolean; runner: GitHubRunner | undefined }> {
+    assertCredentialsSupportScope(this.credentials, scope);
+    const route = `GET ${scopeRoutePrefix(scope)}/actions/runners`;
+    const res = await this.transport.request<unknown>({
+      kind: 'read',
+      route,
+      params: { ...scopeRouteParams(scope), name, per_page: 100 },
+      waitForBudget: options.waitForBudget,
+      signal: options.signal,
+    });
+    const parsed = runnerListSchema.safeParse(res.data);
+    if (!parsed.success) throw unreadable(route, res.status, 'runner list', parsed.error);
+    // Whether the filter ignores case is not documented: either way the answer was filtered.
+    const wanted = name.toLowerCase();
+    const runners = parsed.data.runners.map(toRunner);
+    const filtered = runners.every((r) => r.name.toLowerCase() === wanted);
+    return { filtered, runner: filtered ? runners[0] : undefined };
+  }
+
+  /**
    * Unregisters a runner. Spends the removal reserve, so it still works when reads are held back.
    * On removed/notFound the registry drops the runner without listing.
    */

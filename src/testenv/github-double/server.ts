@@ -147,6 +147,8 @@ export class GitHubDouble {
   private readonly now: () => number;
   private readonly routes: Route[];
   private readonly faults: (FaultRule & { used: number })[] = [];
+  /** Called before a page of a whole runner list (no `name` filter) is answered; see `duringRunnerListings`. */
+  private readonly listingHooks = new Set<(scope: string, page: number) => void>();
   private lostRunnerTimer: NodeJS.Timeout | undefined;
   private readonly secondary: (SecondaryLimitRule & { used: number })[] = [];
   private readonly inflight = new Map<string, number>();
@@ -283,6 +285,16 @@ export class GitHubDouble {
   }
 
   /** Adds a fault; returns what removes it (and only it). */
+  /**
+   * Runs `hook` before each page of a scope's whole runner list is answered (a list filtered by
+   * `name` excepted): runners that register or go between a client's page requests, as a fleet under
+   * churn does, so that the pages disagree. Returns the function that removes it.
+   */
+  duringRunnerListings(hook: (scope: string, page: number) => void): () => void {
+    this.listingHooks.add(hook);
+    return () => this.listingHooks.delete(hook);
+  }
+
   injectFault(rule: FaultRule): () => void {
     const entry = { ...rule, used: 0 };
     this.faults.push(entry);
@@ -738,8 +750,12 @@ export class GitHubDouble {
       routes.push(
         compile('GET', `${prefix}/actions/runners`, ({ params, principal, query, req }) => {
           const key = withScope(params, principal);
-          let runners = this.model.runnersIn(key);
           const name = query.get('name');
+          if (!name) {
+            const page = Math.max(1, Number.parseInt(query.get('page') ?? '1', 10) || 1);
+            for (const hook of this.listingHooks) hook(key, page);
+          }
+          let runners = this.model.runnersIn(key);
           if (name) runners = runners.filter((r) => r.name === name);
           const page = paginate(runners, query, this.linkBase(req));
           return {
