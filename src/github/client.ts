@@ -228,22 +228,10 @@ export class GitHubClient implements RunnerPageLister {
 
   /** One page of a scope's runners, sent as a conditional request. Used by the registry. */
   async listRunnerPage(scope: GitHubScope, page: number, options: ListOptions = {}): Promise<RunnerPage> {
-    assertCredentialsSupportScope(this.credentials, scope);
-    const route = `GET ${scopeRoutePrefix(scope)}/actions/runners`;
-    const res = await this.transport.request<unknown>({
-      kind: 'read',
-      route,
-      params: { ...scopeRouteParams(scope), per_page: 100, page },
-      conditional: true,
-      keep: kept(runnerListSchema),
-      waitForBudget: options.waitForBudget,
-      signal: options.signal,
-    });
-    const parsed = runnerListSchema.safeParse(res.data);
-    if (!parsed.success) throw unreadable(route, res.status, 'runner list', parsed.error);
+    const { list, res } = await this.requestRunnerList(scope, { page }, options, true);
     return {
-      runners: parsed.data.runners.map(toRunner),
-      totalCount: parsed.data.total_count,
+      runners: list.runners.map(toRunner),
+      totalCount: list.total_count,
       hasNext: /rel="next"/.test(res.headers.link ?? ''),
       maxAgeMs: maxAgeFromCacheControl(res.headers['cache-control']),
       notModified: res.notModified,
@@ -262,22 +250,34 @@ export class GitHubClient implements RunnerPageLister {
     name: string,
     options: ListOptions = {},
   ): Promise<{ filtered: boolean; runner: GitHubRunner | undefined }> {
+    const { list } = await this.requestRunnerList(scope, { name }, options, false);
+    // Whether the filter ignores case is not documented: either way the answer was filtered.
+    const wanted = name.toLowerCase();
+    const runners = list.runners.map(toRunner);
+    const filtered = runners.every((r) => r.name.toLowerCase() === wanted);
+    return { filtered, runner: filtered ? runners[0] : undefined };
+  }
+
+  /** `GET …/actions/runners` (100 a page) with these query parameters, its answer checked. */
+  private async requestRunnerList(
+    scope: GitHubScope,
+    query: { page?: number; name?: string },
+    options: ListOptions,
+    conditional: boolean,
+  ) {
     assertCredentialsSupportScope(this.credentials, scope);
     const route = `GET ${scopeRoutePrefix(scope)}/actions/runners`;
     const res = await this.transport.request<unknown>({
       kind: 'read',
       route,
-      params: { ...scopeRouteParams(scope), name, per_page: 100 },
+      params: { ...scopeRouteParams(scope), per_page: 100, ...query },
+      ...(conditional ? { conditional: true, keep: kept(runnerListSchema) } : {}),
       waitForBudget: options.waitForBudget,
       signal: options.signal,
     });
     const parsed = runnerListSchema.safeParse(res.data);
     if (!parsed.success) throw unreadable(route, res.status, 'runner list', parsed.error);
-    // Whether the filter ignores case is not documented: either way the answer was filtered.
-    const wanted = name.toLowerCase();
-    const runners = parsed.data.runners.map(toRunner);
-    const filtered = runners.every((r) => r.name.toLowerCase() === wanted);
-    return { filtered, runner: filtered ? runners[0] : undefined };
+    return { list: parsed.data, res };
   }
 
   /**
