@@ -310,12 +310,15 @@ describe('node agent (simulated kubelet and runners)', () => {
     await createPod('grace-a', { token: token(), ephemeral: false, finalizers: ['example.com/hold'] });
     await registered('grace-a');
     const killedBefore = agent.stats().runnersKilledAtGraceEnd;
-    await http.request('DELETE', `${podsPath()}/grace-a`, { query: { gracePeriodSeconds: 1 } });
-    await eventually('deletion seen', async () => agent.pod('grace-a')?.deleting);
-    assert.ok(runnerStatus(await getPod('grace-a'))?.state?.running, 'running through its grace period');
+    await http.request('DELETE', `${podsPath()}/grace-a`, { query: { gracePeriodSeconds: 3 } });
     assert.equal(await runnerExit('grace-a'), 137);
     const pod = await getPod('grace-a');
     assert.ok(pod?.metadata.deletionTimestamp, 'still held by its finalizer');
+    // Not killed when the deletion was seen but when its grace period ended (the timestamp is cut to the
+    // second, so it lies 2-3 s after the DELETE; a kill on sight would be that much before it).
+    const killedAt = events.find((e) => e.pod === 'grace-a' && e.type === 'runner-exited')?.at ?? 0;
+    const graceEnd = Date.parse(pod.metadata.deletionTimestamp);
+    assert.ok(killedAt >= graceEnd - 50, `killed ${graceEnd - killedAt} ms before its grace period ended`);
     assert.ok(statuses(pod).find((c) => c.name === 'docker')?.state?.terminated, 'the sidecar is killed too');
     assert.equal(double.runnerByName('orgs/acme', 'grace-a')?.status, 'offline');
     assert.equal(agent.stats().runnersKilledAtGraceEnd, killedBefore + 1);
