@@ -418,16 +418,18 @@ export class Sandbox {
     // Several replicas each listen on their own port; a forwarder on webhookPort stands for the Service.
     if (webhookPort && replicas > 1 && !this.opts.helm) this.replicaWebhookPorts.push(await freePort());
     const logFile = path.join(this.plane.dataDir, 'paddock.log');
-    // Only addresses differ from a cluster: no Service routes to a process here.
+    // Only addresses differ from a cluster: no Service routes to a process here. The admission
+    // webhook keeps its port across restarts, as a Service keeps its address.
+    const admissionPort = await freePort();
     const local = [
       '--metrics-addr',
       `127.0.0.1:${metricsPort}`,
       '--health-probe-addr',
       '0',
       '--webhook-addr',
-      '127.0.0.1:0',
+      `127.0.0.1:${admissionPort}`,
       '--webhook-url',
-      'https://127.0.0.1:0',
+      `https://127.0.0.1:${admissionPort}`,
       '--unregistration-retry-delay',
       '10s',
     ];
@@ -479,6 +481,9 @@ export class Sandbox {
       const primary = this.paddockSpawn!;
       const args = [...primary.args];
       args[args.indexOf('--metrics-addr') + 1] = `127.0.0.1:${await freePort()}`;
+      const replicaAdmissionPort = await freePort();
+      args[args.indexOf('--webhook-addr') + 1] = `127.0.0.1:${replicaAdmissionPort}`;
+      args[args.indexOf('--webhook-url') + 1] = `https://127.0.0.1:${replicaAdmissionPort}`;
       if (webhookPort) {
         const port = await freePort();
         this.replicaWebhookPorts.push(port);

@@ -3,10 +3,12 @@ import { describe, test } from 'node:test';
 import { KubeError } from '../runtime/errors.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import {
+  ANNOTATION_APPLIED_DIGEST,
   applyRunnerPodWebhookConfiguration,
   applyRunnerResourceWebhookConfigurations,
   deleteRunnerPodWebhookConfiguration,
   deleteRunnerResourceWebhookConfigurations,
+  holdsFields,
   runnerPodWebhookConfiguration,
   runnerResourceWebhookConfiguration,
 } from './configuration.ts';
@@ -75,27 +77,138 @@ describe('runner pod MutatingWebhookConfiguration', () => {
     assert.equal((obj.metadata as { name: string }).name, 'custom');
   });
 
-  test('applied with server-side apply; deleting an absent one is fine', async () => {
-    const calls: { method: string; path: string; opts: Record<string, unknown> }[] = [];
-    const http = {
-      async request(method: string, path: string, opts: Record<string, unknown> = {}) {
-        calls.push({ method, path, opts });
-        if (method === 'DELETE') throw new KubeError({ code: 404, reason: 'NotFound', message: 'gone' });
-        return opts.body;
-      },
-    } as unknown as KubeHttp;
-    await applyRunnerPodWebhookConfiguration(http, { clientConfig: { url: 'https://x/y' }, caBundle: CA });
-    await deleteRunnerPodWebhookConfiguration(http);
-    assert.equal(calls[0]!.method, 'PATCH');
-    assert.equal(
-      calls[0]!.path,
-      '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-pod-token',
+  test('applied with server-side apply unless current; deleting an absent one is fine', async () => {
+    const api = new FakeConfigurationApi();
+    const options = { clientConfig: { url: 'https://x/y' }, caBundle: CA };
+    const path =
+      '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-pod-token';
+    await applyRunnerPodWebhookConfiguration(api.http, options);
+    assert.deepEqual(api.methods(), ['GET', 'PATCH']);
+    const patch = api.calls[1]!;
+    assert.equal(patch.path, path);
+    assert.equal(patch.opts.contentType, 'application/apply-patch+yaml');
+    assert.deepEqual(patch.opts.query, { fieldManager: 'paddock', force: true });
+    assert.match(api.digest(path) ?? '', /^sha256:[0-9a-f]{64}$/);
+
+    // A restart with the same CA and flags: nothing to write.
+    api.calls.length = 0;
+    await applyRunnerPodWebhookConfiguration(api.http, options);
+    assert.deepEqual(api.methods(), ['GET']);
+
+    // Each of these has it applied again.
+    const changes: [string, () => void, typeof options][] = [
+      [
+        'a hand edit',
+        () => api.edit(path, (o) => ((o.webhooks as Webhook[])[0]!.timeoutSeconds = 30)),
+        options,
+      ],
+      [
+        'another webhook added',
+        () => api.edit(path, (o) => (o.webhooks as Webhook[]).push(webhookOf(o))),
+        options,
+      ],
+      [
+        'applied by a paddock without the digest',
+        () => api.edit(path, (o) => delete api.annotationsOf(o)[ANNOTATION_APPLIED_DIGEST]),
+        options,
+      ],
+      [
+        'applied by a paddock that set other fields',
+        () => api.edit(path, (o) => (api.annotationsOf(o)[ANNOTATION_APPLIED_DIGEST] = 'sha256:0')),
+        options,
+      ],
+      ['the object cannot be read', () => (api.failGets = true), options],
+      ['a new CA', () => undefined, { ...options, caBundle: `${CA}${CA}` }],
+    ];
+    for (const [what, change, opts] of changes) {
+      change();
+      api.calls.length = 0;
+      await applyRunnerPodWebhookConfiguration(api.http, opts);
+      assert.deepEqual(api.methods(), ['GET', 'PATCH'], what);
+      api.failGets = false;
+      await applyRunnerPodWebhookConfiguration(api.http, opts);
+      assert.deepEqual(api.methods(), ['GET', 'PATCH', 'GET'], `${what}: current once applied`);
+    }
+
+    api.calls.length = 0;
+    await deleteRunnerPodWebhookConfiguration(api.http);
+    await deleteRunnerPodWebhookConfiguration(api.http);
+    assert.deepEqual(api.methods(), ['DELETE', 'DELETE']);
+  });
+
+  test('holdsFields: every wanted field with its value, extra fields allowed, arrays of the same length', () => {
+    assert.ok(
+      holdsFields({ a: 1, b: { c: [1, { d: 'x', e: 2 }] }, f: true }, { a: 1, b: { c: [1, { d: 'x' }] } }),
     );
-    assert.equal(calls[0]!.opts.contentType, 'application/apply-patch+yaml');
-    assert.deepEqual(calls[0]!.opts.query, { fieldManager: 'paddock', force: true });
-    assert.equal(calls[1]!.method, 'DELETE');
+    assert.ok(!holdsFields({ a: 1 }, { a: 2 }));
+    assert.ok(!holdsFields({ a: [1, 2] }, { a: [1] }));
+    assert.ok(!holdsFields({ a: [1] }, { a: [1, 2] }));
+    assert.ok(
+      !holdsFields({ a: { b: 1 } }, { a: { b: 1, c: undefined } }),
+      'an absent field is not undefined',
+    );
+    assert.ok(!holdsFields({ a: null }, { a: {} }));
+    assert.ok(!holdsFields({ a: [] }, { a: {} }));
+    assert.ok(!holdsFields({ a: '1' }, { a: 1 }));
   });
 });
+
+/**
+ * The admission-registration API as far as these functions use it: GET (404 when absent), server-side
+ * apply (stores the body with the fields the API server defaults) and DELETE.
+ */
+class FakeConfigurationApi {
+  readonly objects = new Map<string, Record<string, unknown>>();
+  readonly calls: { method: string; path: string; opts: Record<string, unknown> }[] = [];
+  failGets = false;
+  readonly http = {
+    request: async (method: string, path: string, opts: Record<string, unknown> = {}) => {
+      this.calls.push({ method, path, opts });
+      const stored = this.objects.get(path);
+      switch (method) {
+        case 'GET':
+          if (this.failGets) throw new KubeError({ code: 403, reason: 'Forbidden', message: 'no get' });
+          if (!stored) throw new KubeError({ code: 404, reason: 'NotFound', message: 'absent' });
+          return structuredClone(stored);
+        case 'PATCH': {
+          const body = structuredClone(opts.body) as Record<string, unknown>;
+          for (const w of body.webhooks as Record<string, unknown>[]) {
+            w.namespaceSelector ??= {};
+            w.objectSelector ??= {};
+          }
+          (body.metadata as Record<string, unknown>).resourceVersion = String(this.calls.length);
+          this.objects.set(path, body);
+          return structuredClone(body);
+        }
+        case 'DELETE':
+          if (!this.objects.delete(path))
+            throw new KubeError({ code: 404, reason: 'NotFound', message: 'gone' });
+          return {};
+        default:
+          throw new Error(`unexpected ${method}`);
+      }
+    },
+  } as unknown as KubeHttp;
+
+  methods(): string[] {
+    return this.calls.map((c) => c.method);
+  }
+
+  annotationsOf(obj: Record<string, unknown>): Record<string, string> {
+    const metadata = obj.metadata as { annotations?: Record<string, string> };
+    metadata.annotations ??= {};
+    return metadata.annotations;
+  }
+
+  digest(path: string): string | undefined {
+    const obj = this.objects.get(path);
+    return obj && this.annotationsOf(obj)[ANNOTATION_APPLIED_DIGEST];
+  }
+
+  edit(path: string, change: (obj: Record<string, unknown>) => void): void {
+    change(this.objects.get(path)!);
+  }
+}
 
 describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations', () => {
   const KINDS = [
@@ -172,50 +285,65 @@ describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations',
     );
   });
 
-  test('applied with server-side apply, an earlier version’s mutating one removed; deleted; absent ones are fine', async () => {
-    const calls: { method: string; path: string; opts: Record<string, unknown> }[] = [];
-    const http = {
-      async request(method: string, path: string, opts: Record<string, unknown> = {}) {
-        calls.push({ method, path, opts });
-        if (method === 'DELETE') throw new KubeError({ code: 404, reason: 'NotFound', message: 'gone' });
-        return opts.body;
-      },
-    } as unknown as KubeHttp;
-    await applyRunnerResourceWebhookConfigurations(http, {
+  test('applied with server-side apply unless current, an earlier version’s mutating one removed; deleted; absent ones are fine', async () => {
+    const api = new FakeConfigurationApi();
+    const validating =
+      '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/paddock-runner-resources-ns1';
+    const mutating =
+      '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-resources-ns1';
+    api.objects.set(mutating, { metadata: { name: 'paddock-runner-resources-ns1' }, webhooks: [] });
+    const options = {
       name: 'paddock-runner-resources-ns1',
       endpoint: { baseUrl: 'https://x' },
       caBundle: CA,
-    });
-    await deleteRunnerResourceWebhookConfigurations(http, 'paddock-runner-resources-ns1');
+    };
+    await applyRunnerResourceWebhookConfigurations(api.http, options);
+    const line = (c: (typeof api.calls)[number]) => [
+      c.method,
+      c.path,
+      (c.opts.body as { kind?: string } | undefined)?.kind,
+    ];
     assert.deepEqual(
-      calls.map((c) => [c.method, c.path, (c.opts.body as { kind?: string } | undefined)?.kind]),
+      api.calls.map(line).sort(),
       [
-        [
-          'PATCH',
-          '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/paddock-runner-resources-ns1',
-          'ValidatingWebhookConfiguration',
-        ],
-        [
-          'DELETE',
-          '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-resources-ns1',
-          undefined,
-        ],
-        [
-          'DELETE',
-          '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/paddock-runner-resources-ns1',
-          undefined,
-        ],
-        [
-          'DELETE',
-          '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-resources-ns1',
-          undefined,
-        ],
-      ],
+        ['DELETE', mutating, undefined],
+        ['GET', validating, undefined],
+        ['PATCH', validating, 'ValidatingWebhookConfiguration'],
+      ].sort(),
     );
-    for (const c of calls.slice(0, 1)) {
-      assert.equal(c.opts.contentType, 'application/apply-patch+yaml');
-      assert.deepEqual(c.opts.query, { fieldManager: 'paddock', force: true });
-    }
+    const patch = api.calls.find((c) => c.method === 'PATCH')!;
+    assert.equal(patch.opts.contentType, 'application/apply-patch+yaml');
+    assert.deepEqual(patch.opts.query, { fieldManager: 'paddock', force: true });
+    assert.ok(!api.objects.has(mutating), 'the earlier version’s mutating configuration is gone');
+
+    api.calls.length = 0;
+    await applyRunnerResourceWebhookConfigurations(api.http, options);
+    assert.deepEqual(
+      api.calls.map(line).sort(),
+      [
+        ['DELETE', mutating, undefined],
+        ['GET', validating, undefined],
+      ].sort(),
+      'current: not written',
+    );
+
+    api.calls.length = 0;
+    await applyRunnerResourceWebhookConfigurations(api.http, {
+      ...options,
+      endpoint: { baseUrl: 'https://y' },
+    });
+    assert.ok(api.methods().includes('PATCH'), 'another endpoint is applied');
+
+    api.calls.length = 0;
+    await deleteRunnerResourceWebhookConfigurations(api.http, 'paddock-runner-resources-ns1');
+    await deleteRunnerResourceWebhookConfigurations(api.http, 'paddock-runner-resources-ns1');
+    assert.deepEqual(api.calls.map(line), [
+      ['DELETE', validating, undefined],
+      ['DELETE', mutating, undefined],
+      ['DELETE', validating, undefined],
+      ['DELETE', mutating, undefined],
+    ]);
+    assert.equal(api.objects.size, 0);
   });
 
   test('a failure other than NotFound on delete is reported', async () => {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { GROUP, VERSION } from '../api/index.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import { type KubeHttp, PATCH_CONTENT_TYPES } from '../runtime/kube-http.ts';
@@ -5,8 +6,8 @@ import { RUNNER_RESOURCE_WEBHOOKS } from './runner-admission.ts';
 import { LABEL_INJECT_REGISTRATION_TOKEN, MUTATE_RUNNER_POD_PATH } from './runner-token.ts';
 
 /**
- * The webhook configurations paddock writes itself at start-up (server-side apply), with its own CA
- * as the caBundle: the MutatingWebhookConfiguration that sends runner pods to paddock as they are
+ * The webhook configurations paddock writes itself at start-up (server-side apply, unless current),
+ * with its own CA as the caBundle: the MutatingWebhookConfiguration that sends runner pods to paddock as they are
  * created, and the ValidatingWebhookConfiguration of Runners, RunnerReplicaSets and
  * RunnerDeployments. ARC's defaulters of those kinds change nothing, so paddock serves their paths
  * (for an ARC chart's configuration that still points at them) but does not register them: each
@@ -118,18 +119,70 @@ export function runnerPodWebhookConfiguration(options: RunnerPodWebhookOptions):
   };
 }
 
-/** Creates or updates the configuration (server-side apply, forcing our fields). */
+/** On each configuration: the digest of what paddock last applied to it (see applyUnlessCurrent). */
+export const ANNOTATION_APPLIED_DIGEST = 'paddock.dev/applied-digest';
+
+/** Whether `actual` has every field of `wanted` with the same value; arrays must match in length. */
+export function holdsFields(actual: unknown, wanted: unknown): boolean {
+  if (Array.isArray(wanted)) {
+    return (
+      Array.isArray(actual) &&
+      actual.length === wanted.length &&
+      wanted.every((w, i) => holdsFields(actual[i], w))
+    );
+  }
+  if (wanted !== null && typeof wanted === 'object') {
+    if (actual === null || typeof actual !== 'object' || Array.isArray(actual)) return false;
+    const fields = actual as Record<string, unknown>;
+    return Object.entries(wanted).every(([k, w]) => Object.hasOwn(fields, k) && holdsFields(fields[k], w));
+  }
+  return Object.is(actual, wanted);
+}
+
+/**
+ * Server-side applies `body` (forcing our fields) unless the object holds it already, which a restart
+ * with the same CA and flags finds: one GET instead of a write. The API server takes 100–150 ms to
+ * admit the validating configuration (it compiles the CEL match conditions), on the way to /readyz,
+ * and each write has every API server reload its webhooks.
+ *
+ * "Holds it": the digest of the last apply is the digest of `body` (a field a newer paddock no longer
+ * sets is dropped by applying again), and each field of `body` has its value (a hand edit is undone).
+ * A GET that fails for any reason (say, a role without `get` from an older chart) means apply.
+ */
+async function applyUnlessCurrent(
+  http: KubeHttp,
+  path: string,
+  body: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  const digest = `sha256:${createHash('sha256').update(JSON.stringify(body)).digest('hex')}`;
+  const existing = await http.request<Record<string, unknown>>('GET', path).catch(() => undefined);
+  const annotations = (existing?.metadata as { annotations?: Record<string, string> } | undefined)
+    ?.annotations;
+  if (existing && annotations?.[ANNOTATION_APPLIED_DIGEST] === digest && holdsFields(existing, body)) {
+    return existing;
+  }
+  const metadata = body.metadata as Record<string, unknown>;
+  return http.request<Record<string, unknown>>('PATCH', path, {
+    body: {
+      ...body,
+      metadata: {
+        ...metadata,
+        annotations: { ...(metadata.annotations as object | undefined), [ANNOTATION_APPLIED_DIGEST]: digest },
+      },
+    },
+    contentType: PATCH_CONTENT_TYPES.apply,
+    query: { fieldManager: FIELD_MANAGER, force: true },
+  });
+}
+
+/** Creates or updates the configuration (server-side apply, forcing our fields) unless it is current. */
 export async function applyRunnerPodWebhookConfiguration(
   http: KubeHttp,
   options: RunnerPodWebhookOptions,
 ): Promise<Record<string, unknown>> {
   const body = runnerPodWebhookConfiguration(options);
   const name = (body.metadata as { name: string }).name;
-  return http.request<Record<string, unknown>>('PATCH', `${BASE}/${encodeURIComponent(name)}`, {
-    body,
-    contentType: PATCH_CONTENT_TYPES.apply,
-    query: { fieldManager: FIELD_MANAGER, force: true },
-  });
+  return applyUnlessCurrent(http, `${BASE}/${encodeURIComponent(name)}`, body);
 }
 
 /** Deletes the configuration; absent is fine. */
@@ -241,8 +294,8 @@ export function runnerResourceWebhookConfiguration(
 }
 
 /**
- * Creates or updates the configuration (server-side apply, forcing our fields), and removes the
- * mutating one of the same name that earlier versions of paddock registered.
+ * Creates or updates the configuration (server-side apply, forcing our fields) unless it is current,
+ * and removes the mutating one of the same name that earlier versions of paddock registered.
  */
 export async function applyRunnerResourceWebhookConfigurations(
   http: KubeHttp,
@@ -250,12 +303,10 @@ export async function applyRunnerResourceWebhookConfigurations(
 ): Promise<void> {
   const validating = runnerResourceWebhookConfiguration(options);
   const name = encodeURIComponent((validating.metadata as { name: string }).name);
-  await http.request('PATCH', `${VALIDATING_BASE}/${name}`, {
-    body: validating,
-    contentType: PATCH_CONTENT_TYPES.apply,
-    query: { fieldManager: FIELD_MANAGER, force: true },
-  });
-  await deleteIgnoringNotFound(http, `${BASE}/${name}`);
+  await Promise.all([
+    applyUnlessCurrent(http, `${VALIDATING_BASE}/${name}`, validating),
+    deleteIgnoringNotFound(http, `${BASE}/${name}`),
+  ]);
 }
 
 async function deleteIgnoringNotFound(http: KubeHttp, path: string): Promise<void> {
