@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { freePort } from '../src/testenv/control-plane.ts';
 import { type ManagedProcess, startManagedProcess } from '../src/testenv/processes.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
@@ -27,6 +27,7 @@ describe('paddock commands without @kubernetes/client-node', () => {
   let dir: string;
   let kubeconfig: string;
   let execKubeconfig: string;
+  let yamlKubeconfig: string;
 
   before(() => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'paddock-kubeconfig-it-'));
@@ -52,6 +53,9 @@ describe('paddock commands without @kubernetes/client-node', () => {
     writeFileSync(path.join(execDir, 'plugins/token.sh'), `#!/bin/sh\nprintf '%s' '${credential}'\n`, {
       mode: 0o700,
     });
+    // The harness writes JSON; kubectl writes YAML, which paddock parses too (outside a cluster).
+    yamlKubeconfig = path.join(dir, 'kubectl-config.yaml');
+    writeFileSync(yamlKubeconfig, stringifyYaml(doc), { mode: 0o600 });
     execKubeconfig = path.join(execDir, 'config');
     writeFileSync(
       execKubeconfig,
@@ -124,6 +128,7 @@ describe('paddock commands without @kubernetes/client-node', () => {
 
   for (const [form, config] of [
     ['the harness kubeconfig (token, CA file) in KUBECONFIG', () => ({ env: { KUBECONFIG: kubeconfig } })],
+    ['the same as YAML, by --kubeconfig', () => ({ flags: ['--kubeconfig', yamlKubeconfig] })],
     ['an exec credential plugin, by --kubeconfig', () => ({ flags: ['--kubeconfig', execKubeconfig] })],
   ] as const) {
     test(`paddock run becomes ready: ${form}`, async () => {

@@ -499,22 +499,22 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     }
 
     const kubeconfigPath = path.join(dir, 'kubeconfig');
-    const kubeconfigYaml = [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters:',
-      '- name: paddock-test',
-      `  cluster: {server: "${server}", certificate-authority: "${caPath}"}`,
-      'users:',
-      '- name: paddock-test-admin',
-      `  user: {token: "${adminToken}"}`,
-      'contexts:',
-      '- name: paddock-test',
-      '  context: {cluster: paddock-test, user: paddock-test-admin, namespace: default}',
-      'current-context: paddock-test',
-      '',
-    ].join('\n');
-    await writeFile(kubeconfigPath, kubeconfigYaml, { mode: 0o600 });
+    // JSON, which kubectl and Helm read as YAML: paddock then loads no YAML parser, as in a cluster,
+    // where it reads its service account instead of a kubeconfig (the benches measure that start).
+    const kubeconfigJson = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'paddock-test', cluster: { server, 'certificate-authority': caPath } }],
+      users: [{ name: 'paddock-test-admin', user: { token: adminToken } }],
+      contexts: [
+        {
+          name: 'paddock-test',
+          context: { cluster: 'paddock-test', user: 'paddock-test-admin', namespace: 'default' },
+        },
+      ],
+      'current-context': 'paddock-test',
+    });
+    await writeFile(kubeconfigPath, `${kubeconfigJson}\n`, { mode: 0o600 });
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(kubeconfigPath);
 
