@@ -219,6 +219,36 @@ describe('manager and leader election against a real API server', () => {
     http.close();
     assert.deepEqual(events, ['a leads', 'b leads']);
   });
+
+  test('startCaches fills the caches before start, reconciling nothing; stop() ends them without a start', async () => {
+    await core.createNamespacedConfigMap({ namespace: ns.name, body: { metadata: { name: 'early' } } });
+    const reconciled: string[] = [];
+    const early = makeManager('early', 'paddock-early', reconciled);
+    const inf = early.informer(CONFIGMAPS, { namespace: ns.name });
+    early.startCaches();
+    await eventually('the cache synced without start()', async () => early.ready);
+    assert.ok(inf.store.list().some((cm) => cm.metadata.name === 'early'));
+    await new Promise((r) => setTimeout(r, 200));
+    assert.deepEqual(reconciled, [], 'no controller runs before start()');
+    await early.stop();
+
+    // Started later, the same caches are not listed again, and the controllers run.
+    const later: string[] = [];
+    const m = makeManager('later', 'paddock-later', later);
+    let lists = 0;
+    m.informer(CONFIGMAPS, { namespace: ns.name }).onLifecycle((e) => {
+      if (e.type === 'listed') lists++;
+    });
+    m.startCaches();
+    await eventually('synced', async () => m.ready);
+    await m.start();
+    try {
+      await eventually('reconciled once leading', async () => later.includes('early'));
+      assert.equal(lists, 1);
+    } finally {
+      await m.stop();
+    }
+  });
 });
 
 describe('leader election when the API server hangs, and stopping before caches sync', () => {

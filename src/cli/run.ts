@@ -320,8 +320,37 @@ async function checkGitHubCredentials(
 }
 
 /**
+ * Whether the cluster answers, has the CRDs (unless paddock installs them) and the default GitHub
+ * credentials work: a misconfiguration ends the start with one clear message.
+ */
+async function preflightChecks(
+  manager: Manager,
+  config: RunConfig,
+  server: string,
+  credentialsChecked: Promise<string | undefined>,
+): Promise<StartupError | undefined> {
+  try {
+    await manager.http.request('GET', '/version', { timeoutMs: 10_000 });
+  } catch (err) {
+    return new StartupError(`cannot reach the Kubernetes API at ${server}: ${toKubeError(err).message}`);
+  }
+  if (!config.installCrds) {
+    try {
+      await manager.http.request('GET', '/apis/actions.summerwind.dev/v1alpha1');
+    } catch (err) {
+      return new StartupError(
+        `the actions.summerwind.dev/v1alpha1 CRDs are not installed in ${server} (${toKubeError(err).message}); apply config/crd/ or start with --install-crds`,
+      );
+    }
+  }
+  const credentialsRefused = await credentialsChecked;
+  return credentialsRefused ? new StartupError(credentialsRefused) : undefined;
+}
+
+/**
  * Starts the controllers for a configuration. Checks first that the cluster answers and that the
- * default GitHub credentials work, so a misconfiguration fails fast with one clear message.
+ * default GitHub credentials work (while the caches list), so a misconfiguration fails fast with one
+ * clear message.
  */
 export async function startPaddock(
   config: RunConfig,
@@ -355,40 +384,10 @@ export async function startPaddock(
       })
     : undefined;
   // GitHub is a round trip away (a few hundred ms from most clusters): its check runs while the
-  // Kubernetes API is checked, and is awaited before any controller exists.
+  // Kubernetes API is checked, and is awaited before any controller starts.
   const credentialsChecked = defaultClient
     ? checkGitHubCredentials(defaultClient, config.endpoints.apiBaseUrl, log)
     : Promise.resolve(undefined);
-  const giveUp = (err: StartupError) => {
-    defaultClient?.close();
-    manager.http.close();
-    return err;
-  };
-  try {
-    await manager.http.request('GET', '/version', { timeoutMs: 10_000 });
-  } catch (err) {
-    throw giveUp(
-      new StartupError(`cannot reach the Kubernetes API at ${server}: ${toKubeError(err).message}`),
-    );
-  }
-  if (!config.installCrds) {
-    try {
-      await manager.http.request('GET', '/apis/actions.summerwind.dev/v1alpha1');
-    } catch (err) {
-      throw giveUp(
-        new StartupError(
-          `the actions.summerwind.dev/v1alpha1 CRDs are not installed in ${server} (${toKubeError(err).message}); apply config/crd/ or start with --install-crds`,
-        ),
-      );
-    }
-  }
-  const credentialsRefused = await credentialsChecked;
-  if (credentialsRefused) throw giveUp(new StartupError(credentialsRefused));
-  if (!defaultClient) {
-    log.warn(
-      'no default GitHub credentials: only runners whose resources name a githubAPICredentialsFrom Secret can be managed',
-    );
-  }
   const clients = podGitHubClients({
     http: manager.http,
     clock,
@@ -414,49 +413,67 @@ export async function startPaddock(
     runnerImagePullSecrets: config.podDefaults.imagePullSecrets,
     useRunnerStatusUpdateHook: config.podDefaults.runnerStatusUpdateHook,
   };
+  const watched = config.watchNamespace ? { namespace: config.watchNamespace } : {};
+  new RunnerReconciler({
+    manager,
+    github: clients,
+    podDefaults,
+    githubBaseUrl: config.podDefaults.runnerGitHubUrl,
+    ...watched,
+  });
+  new RunnerReplicaSetReconciler({
+    manager,
+    github: clients,
+    registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
+    ...watched,
+  });
+  new RunnerDeploymentReconciler({
+    manager,
+    commonRunnerLabels: config.podDefaults.commonRunnerLabels,
+    ...watched,
+  });
+  new RunnerSetReconciler({
+    manager,
+    github: clients,
+    podDefaults,
+    githubBaseUrl: config.podDefaults.runnerGitHubUrl,
+    registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
+    ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
+  });
+  new HorizontalRunnerAutoscalerReconciler({
+    manager,
+    github: clients,
+    defaultScaleDownDelayMs: config.defaultScaleDownDelayMs,
+    workflowMetricIntervalMs: config.syncPeriodMs,
+    ...watched,
+  });
+  new VolumeRetentionReconcilers({
+    manager,
+    ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
+  });
+
+  // The caches list while the cluster and GitHub are checked: at start-up the lists are most of the
+  // wait, and they cost nothing if a check fails (stop() ends them). With --install-crds they wait
+  // for the CRDs.
+  if (!config.installCrds) manager.startCaches();
+  const refused = await preflightChecks(manager, config, server, credentialsChecked);
+  if (refused) {
+    runnerPods.stop();
+    await manager.stop().catch(() => undefined);
+    clients.pool.close();
+    defaultClient?.close();
+    throw refused;
+  }
+  if (!defaultClient) {
+    log.warn(
+      'no default GitHub credentials: only runners whose resources name a githubAPICredentialsFrom Secret can be managed',
+    );
+  }
   let webhook: RunningWebhook | undefined;
   let githubWebhook: RunningGitHubWebhook | undefined;
   const starting: Promise<void>[] = [];
   try {
     if (config.installCrds) await installCrds(manager.http);
-    const watched = config.watchNamespace ? { namespace: config.watchNamespace } : {};
-    new RunnerReconciler({
-      manager,
-      github: clients,
-      podDefaults,
-      githubBaseUrl: config.podDefaults.runnerGitHubUrl,
-      ...watched,
-    });
-    new RunnerReplicaSetReconciler({
-      manager,
-      github: clients,
-      registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
-      ...watched,
-    });
-    new RunnerDeploymentReconciler({
-      manager,
-      commonRunnerLabels: config.podDefaults.commonRunnerLabels,
-      ...watched,
-    });
-    new RunnerSetReconciler({
-      manager,
-      github: clients,
-      podDefaults,
-      githubBaseUrl: config.podDefaults.runnerGitHubUrl,
-      registrationTimeoutMs: config.runnerPod.registrationTimeoutMs,
-      ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
-    });
-    new HorizontalRunnerAutoscalerReconciler({
-      manager,
-      github: clients,
-      defaultScaleDownDelayMs: config.defaultScaleDownDelayMs,
-      workflowMetricIntervalMs: config.syncPeriodMs,
-      ...watched,
-    });
-    new VolumeRetentionReconcilers({
-      manager,
-      ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
-    });
     for (const c of manager.allControllers) c.resyncEvery(config.syncPeriodMs);
 
     // The servers start while the caches list (neither waits for the other); /readyz waits for all.

@@ -1,4 +1,4 @@
-import http from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { type Clock, realClock } from './clock.ts';
@@ -8,6 +8,7 @@ import { Informer, type InformerOptions, type ResourceRef } from './informer.ts'
 import { type ClusterAccess, KubeHttp } from './kube-http.ts';
 import { type LeaderElectionTimings, LeaderElector } from './leader-election.ts';
 import { RuntimeMetrics } from './metrics.ts';
+import { http } from './node-builtins.ts';
 import type { KubeObject } from './store.ts';
 
 /**
@@ -54,7 +55,7 @@ export class Manager {
   /** The transform each shared informer was created with (one cache, one shape). */
   private readonly transforms = new Map<string, unknown>();
   private readonly controllers: Controller[] = [];
-  private servers: http.Server[] = [];
+  private servers: Server[] = [];
   private elector: LeaderElector | undefined;
   private controllersRunning = false;
   private stopping: Promise<void> | undefined;
@@ -169,10 +170,19 @@ export class Manager {
     return this.controllers;
   }
 
+  /**
+   * Starts listing and watching with every informer made so far (start() starts them too): the
+   * caches can fill while the process checks its configuration; stop() ends them if it gives up.
+   */
+  startCaches(): void {
+    if (this.stopping) return;
+    for (const inf of this.informers.values()) inf.start();
+  }
+
   async start(): Promise<void> {
+    this.startCaches();
     const addresses = this.opts.probeAddress === undefined ? [] : [this.opts.probeAddress].flat();
     for (const address of addresses) await this.serve(address);
-    for (const inf of this.informers.values()) inf.start();
     if (this.opts.handleSignals) {
       for (const signal of ['SIGTERM', 'SIGINT'] as const) {
         process.once(signal, () => {
