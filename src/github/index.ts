@@ -32,7 +32,7 @@ export {
 } from './credentials.ts';
 export type { GitHubErrorKind, RateLimitCause } from './errors.ts';
 export { classifyResponse, GitHubApiError, GitHubConfigError } from './errors.ts';
-export { fetchWithCaBundle } from './http.ts';
+export { nodeFetch } from './http.ts';
 export { GitHubMetrics } from './metrics.ts';
 export type { GitHubClientPoolOptions, ResourceRef } from './pool.ts';
 export { GitHubClientPool } from './pool.ts';

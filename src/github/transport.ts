@@ -5,7 +5,7 @@ import { type AccessTokenSource, tokenSourceFor } from './auth.ts';
 import { RateLimitBudget, type RequestKind } from './budget.ts';
 import { credentialId, type GitHubCredentials } from './credentials.ts';
 import { classifyResponse, GitHubApiError, type RateLimitCause, type ResponseHeaders } from './errors.ts';
-import { fetchWithCaBundle } from './http.ts';
+import { BufferedResponse, nodeFetch } from './http.ts';
 import type { GitHubMetrics } from './metrics.ts';
 import type { GitHubEndpoints } from './scope.ts';
 
@@ -53,7 +53,7 @@ export interface GitHubTransportOptions {
   clock: Clock;
   logger: Logger;
   metrics?: GitHubMetrics | undefined;
-  /** Custom fetch (tests); default global fetch, or one trusting `caBundle`. */
+  /** Custom fetch (tests); default nodeFetch, trusting `caBundle` when given. */
   fetch?: typeof fetch | undefined;
   /** PEM bundle of extra CAs for a GHES with a private CA. */
   caBundle?: string | Buffer | undefined;
@@ -171,10 +171,8 @@ function withTimeout(base: typeof fetch, clock: Clock, ms: number): typeof fetch
     );
     const signal = init?.signal ? AbortSignal.any([init.signal, controller.signal]) : controller.signal;
     try {
-      const res = await base(input, { ...init, signal });
-      // Read the body before the timer goes, so a stalled body also times out.
-      const body = [101, 103, 204, 205, 304].includes(res.status) ? null : await res.arrayBuffer();
-      return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+      // The body is read before the timer goes, so a stalled body also times out.
+      return (await BufferedResponse.read(await base(input, { ...init, signal }))) as unknown as Response;
     } finally {
       timer.cancel();
     }
@@ -224,9 +222,7 @@ export class GitHubTransport {
         metrics?.rateLimitRemaining.set({ credential, resource: o.resource }, o.remaining);
       },
     });
-    const baseFetch =
-      options.fetch ??
-      (options.caBundle === undefined ? globalThis.fetch : fetchWithCaBundle(options.caBundle));
+    const baseFetch = options.fetch ?? nodeFetch({ caBundle: options.caBundle });
     const log = this.log;
     this.octokit = new Octokit({
       baseUrl: this.endpoints.apiBaseUrl,

@@ -1,8 +1,9 @@
-import http from 'node:http';
-import https from 'node:https';
+import type { Agent, ClientRequest, IncomingMessage } from 'node:http';
+import type { RequestOptions as HttpsRequestOptions } from 'node:https';
 import readline from 'node:readline';
 import tls from 'node:tls';
 import { KubeError, kubeErrorFromResponse } from './errors.ts';
+import { http, https } from './node-builtins.ts';
 
 /**
  * A small raw-JSON HTTP client on a kubeconfig, for what the generated clients do poorly: list and
@@ -25,7 +26,7 @@ export interface CurrentCluster {
 export interface ClusterAccess {
   getCurrentCluster(): CurrentCluster | null;
   /** Sets TLS options and authentication headers for one request (called before every request). */
-  applyToHTTPSOptions(opts: https.RequestOptions): Promise<void>;
+  applyToHTTPSOptions(opts: HttpsRequestOptions): Promise<void>;
 }
 
 export type PatchType = 'json' | 'merge' | 'strategic' | 'apply';
@@ -55,12 +56,12 @@ export class KubeHttp {
   private readonly server: URL;
   private readonly transport: typeof https | typeof http;
   /** Short requests share a keep-alive pool; each watch gets its own socket from another pool. */
-  private readonly requestAgent: http.Agent;
-  private readonly watchAgent: http.Agent;
+  private readonly requestAgent: Agent;
+  private readonly watchAgent: Agent;
   private secureContext?: {
-    ca: https.RequestOptions['ca'];
-    cert: https.RequestOptions['cert'];
-    key: https.RequestOptions['key'];
+    ca: HttpsRequestOptions['ca'];
+    cert: HttpsRequestOptions['cert'];
+    key: HttpsRequestOptions['key'];
     context: tls.SecureContext;
   };
 
@@ -79,9 +80,9 @@ export class KubeHttp {
     return this.server.toString();
   }
 
-  private async baseOptions(): Promise<https.RequestOptions & Pick<tls.ConnectionOptions, 'secureContext'>> {
+  private async baseOptions(): Promise<HttpsRequestOptions & Pick<tls.ConnectionOptions, 'secureContext'>> {
     // Asked every time: credentials may rotate (exec and file auth cache them themselves).
-    const opts: https.RequestOptions & Pick<tls.ConnectionOptions, 'secureContext'> = {};
+    const opts: HttpsRequestOptions & Pick<tls.ConnectionOptions, 'secureContext'> = {};
     await this.kc.applyToHTTPSOptions(opts);
     delete opts.agent;
     if (this.server.protocol === 'https:') opts.secureContext = this.secureContextFor(opts);
@@ -93,7 +94,7 @@ export class KubeHttp {
    * otherwise parse them again for every connection, and a start opens one per informer's list and
    * watch. ca/cert/key stay in the options too, since the agent pools sockets by them.
    */
-  private secureContextFor(opts: https.RequestOptions): tls.SecureContext {
+  private secureContextFor(opts: HttpsRequestOptions): tls.SecureContext {
     const held = this.secureContext;
     if (held && samePem(held.ca, opts.ca) && samePem(held.cert, opts.cert) && samePem(held.key, opts.key)) {
       return held.context;
@@ -119,8 +120,8 @@ export class KubeHttp {
     method: string,
     path: string,
     opts: RequestOptions,
-    agent: http.Agent,
-  ): Promise<{ res: http.IncomingMessage; req: http.ClientRequest }> {
+    agent: Agent,
+  ): Promise<{ res: IncomingMessage; req: ClientRequest }> {
     const base = await this.baseOptions();
     const u = this.url(path, opts.query);
     const body =

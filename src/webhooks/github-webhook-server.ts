@@ -1,7 +1,8 @@
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { Counter, type Registry } from 'prom-client';
+import { http } from '../runtime/node-builtins.ts';
 import { checkDelivery, MAX_DELIVERY_BYTES } from './github-delivery.ts';
 
 /**
@@ -45,7 +46,7 @@ const HANDLE_TIMEOUT_MS = 10_000;
 
 export class GitHubWebhookServer {
   private readonly opts: GitHubWebhookServerOptions;
-  private server: http.Server | undefined;
+  private server: Server | undefined;
   private readonly sockets = new Set<Socket>();
   private readonly deliveries = new Map<string, number>();
   private inFlight = 0;

@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import https from 'node:https';
+import type { Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { invalidNamespaceReason } from '../runtime/names.ts';
+import { https } from '../runtime/node-builtins.ts';
 import type { KeyPairPem } from './certs.ts';
 import type { AdmissionResult } from './runner-token.ts';
 
@@ -253,7 +254,7 @@ export interface WebhookServerOptions {
 }
 
 export class WebhookServer {
-  private readonly server: https.Server;
+  private readonly server: Server;
   private readonly handlers: Record<string, AdmissionHandler>;
   private readonly log: Logger;
   private readonly host: string;
