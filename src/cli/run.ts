@@ -583,8 +583,10 @@ async function startWebhook(
     statefulSets: statefulSetInformer(manager, config.watchNamespace).store,
     runnerSets: manager.informer<RunnerSet>(RUNNER_SETS, watched).store,
   });
-  const certs = await loadCertificates();
-  const owner = await ownerOfConfigurations(manager.http, config.webhook.ownerClusterRole);
+  const [certs, owner] = await Promise.all([
+    loadCertificates(),
+    ownerOfConfigurations(manager.http, config.webhook.ownerClusterRole),
+  ]);
   const server = new WebhookServer({
     tls: certs.serving,
     handlers: {
