@@ -4,7 +4,7 @@
  * then paddock is stopped and started again, as after a crash or an upgrade. One JSON line per run:
  * spawn → first 200 on /readyz (informer caches synced), the GitHub requests of the first 10 s after
  * that (a restart must not cost a burst: about one runner listing per scope), and RSS after them.
- * paddock is restarted `--restarts` times (default 3); the figures are the medians, and the
+ * paddock is restarted `--restarts` times (default 5); the figures are the medians, and the
  * samples are listed (one start is noisy on a shared 2-core machine).
  *
  *   node bench/cold-start.ts [--runs runnerdeployment:100,runnerset:1000] [--restarts N] [--json] [--profile]
@@ -20,7 +20,7 @@ const { values } = parseArgs({
   options: {
     runs: { type: 'string', default: 'runnerdeployment:100,runnerset:1000' },
     json: { type: 'boolean', default: false },
-    restarts: { type: 'string', default: '3' },
+    restarts: { type: 'string', default: '5' },
     profile: { type: 'boolean', default: false },
   },
 });
