@@ -228,10 +228,6 @@ export class Controller {
       } finally {
         this.queue.done(item.key);
       }
-      // A reconcile that only reads caches never waits for I/O, and the next key is handed over at
-      // once: without this, a backlog (the first pass after the caches sync) would run as one chain of
-      // microtasks, and probes, admission reviews and watch events would wait for all of it.
-      await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 
