@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
-import { BufferedResponse, nodeFetch, ResponseHeaderList } from './http.ts';
+import { BufferedResponse, MAX_UNPACKED_BYTES, nodeFetch, ResponseHeaderList } from './http.ts';
 
 interface Seen {
   method: string;
@@ -43,6 +43,8 @@ function origin(seen: Seen[], answer: (req: IncomingMessage, res: ServerResponse
   };
 }
 
+const bomb = gzipSync(Buffer.alloc(MAX_UNPACKED_BYTES + 1), { level: 9 });
+
 describe('nodeFetch (the fetch paddock gives Octokit)', () => {
   const seen: Seen[] = [];
   let home = '';
@@ -60,6 +62,11 @@ describe('nodeFetch (the fetch paddock gives Octokit)', () => {
       const packed = { '/gzip': gzipSync, '/deflate': deflateSync, '/br': brotliCompressSync }[path](raw);
       res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': path.slice(1) });
       return res.end(packed);
+    }
+    if (path === '/bomb') {
+      // About 64 KiB on the wire, past MAX_UNPACKED_BYTES unpacked.
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+      return res.end(bomb);
     }
     if (path === '/not-modified') {
       res.writeHead(304, { etag: 'W/"1"' });
@@ -117,11 +124,17 @@ describe('nodeFetch (the fetch paddock gives Octokit)', () => {
     assert.equal(seen[0]?.headers['accept-encoding'], 'gzip, deflate, br');
   });
 
-  test('gzip, deflate and brotli answers are unpacked', async () => {
+  test('gzip, deflate and brotli answers are unpacked; a compression bomb is refused', async () => {
     for (const enc of ['gzip', 'deflate', 'br']) {
       const res = await fetch(`${home}/${enc}`);
       assert.deepEqual(JSON.parse(await res.text()), { packed: enc }, enc);
     }
+    assert.ok(bomb.length < 1024 * 1024);
+    await assert.rejects(fetch(`${home}/bomb`), (err: unknown) => {
+      assert.ok(err instanceof TypeError);
+      assert.equal(err.message, 'fetch failed');
+      return true;
+    });
   });
 
   test('a body is sent; 304 and 404 are answers, not errors', async () => {

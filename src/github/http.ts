@@ -131,16 +131,20 @@ async function bufferedResponse(
   ) as unknown as Response;
 }
 
+/** Past this, an unpacked answer is refused: no GitHub answer comes near it, a compression bomb does. */
+export const MAX_UNPACKED_BYTES = 64 * 1024 * 1024;
+
 function decode(body: Buffer, encoding: string): Buffer {
   const z = zlib();
+  const limit = { maxOutputLength: MAX_UNPACKED_BYTES };
   switch (encoding) {
     case 'gzip':
     case 'x-gzip':
-      return z.gunzipSync(body);
+      return z.gunzipSync(body, limit);
     case 'deflate':
-      return z.inflateSync(body);
+      return z.inflateSync(body, limit);
     case 'br':
-      return z.brotliDecompressSync(body);
+      return z.brotliDecompressSync(body, limit);
     default:
       throw new Error(`unsupported content-encoding ${encoding}`);
   }
@@ -171,10 +175,6 @@ export class ResponseHeaderList implements Iterable<[string, string]> {
 
   *[Symbol.iterator](): IterableIterator<[string, string]> {
     yield* [...this.values].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  }
-
-  entries(): IterableIterator<[string, string]> {
-    return this[Symbol.iterator]();
   }
 }
 
