@@ -4,10 +4,10 @@ import { createRequire } from 'node:module';
 import type * as Zlib from 'node:zlib';
 
 /**
- * node:http and node:https loaded with require() (node:zlib too, when first needed). An ESM `import` of node:http builds the
- * module's ESM namespace, which reads every export, among them the lazy `WebSocket` and
- * `MessageEvent` getters: that loads undici, 30–50 ms of a cold start, for classes paddock never
- * uses. Type-only imports of these modules cost nothing.
+ * node:http and node:https loaded with require() (node:zlib too, when first needed). An ESM `import`
+ * of node:http builds the module's ESM namespace, which reads every export, among them the lazy
+ * `WebSocket` and `MessageEvent` getters: that loads undici, 30–50 ms of a cold start, for classes
+ * paddock never uses. Type-only imports of these modules cost nothing.
  */
 const require = createRequire(import.meta.url);
 

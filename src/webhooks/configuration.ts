@@ -7,8 +7,8 @@ import { LABEL_INJECT_REGISTRATION_TOKEN, MUTATE_RUNNER_POD_PATH } from './runne
 
 /**
  * The webhook configurations paddock writes itself at start-up (server-side apply, unless current),
- * with its own CA as the caBundle: the MutatingWebhookConfiguration that sends runner pods to paddock as they are
- * created, and the ValidatingWebhookConfiguration of Runners, RunnerReplicaSets and
+ * with its own CA as the caBundle: the MutatingWebhookConfiguration that sends runner pods to paddock
+ * as they are created, and the ValidatingWebhookConfiguration of Runners, RunnerReplicaSets and
  * RunnerDeployments. ARC's defaulters of those kinds change nothing, so paddock serves their paths
  * (for an ARC chart's configuration that still points at them) but does not register them: each
  * would cost the API server a call per Runner created, on the way of every replacement.
