@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { bundleDist } from './bundle.ts';
+import { bundleDist, STUBBED } from './bundle.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -56,6 +57,26 @@ describe('the bundle (npm run build)', () => {
       text += await readFile(path.join(dir, 'dist', f), 'utf8');
     assert.match(text, /\bvar ZodMiniObject\b/, 'the mini API is there');
     assert.doesNotMatch(text, /\bvar Zod(Object|String|Type)\b/, 'the classic API is not');
+  });
+
+  test('stubbed packages stay out, and each stub answers as the package does for paddock', async () => {
+    let text = '';
+    for (const f of files.filter((f) => f.endsWith('.js')))
+      text += await readFile(path.join(dir, 'dist', f), 'utf8');
+    for (const name of Object.keys(STUBBED)) {
+      assert.doesNotMatch(text, new RegExp(`^// node_modules/${name}/`, 'm'), `${name} is bundled`);
+    }
+    assert.match(
+      text,
+      /^\/\/ hack\/bundle-stubs\/opentelemetry-api\.cjs$/m,
+      'the stub is bundled in its place',
+    );
+    // prom-client's only use: the active span for an exemplar; with no tracing SDK there is none.
+    const require = createRequire(import.meta.url);
+    const real = require('@opentelemetry/api') as typeof import('@opentelemetry/api');
+    const stub = require('./bundle-stubs/opentelemetry-api.cjs') as typeof import('@opentelemetry/api');
+    assert.equal(stub.trace.getSpan(stub.context.active()), real.trace.getSpan(real.context.active()));
+    assert.equal(stub.trace.getSpan(stub.context.active()), undefined);
   });
 
   test('the same sources give the same files, byte for byte (the image build is reproducible)', async () => {
