@@ -16,6 +16,16 @@
  * 145–153 MiB RSS (three runs of `node bench/fleet.ts --runs runnerdeployment:1000`) for about 10 %
  * more CPU (38–39 s against 31–36 s in 120 s), replacement p99 344–669 ms against 402–1,067 ms;
  * 10 % saved nothing more. At 100 runners the heap is at V8's floor either way (116–118 MiB RSS).
+ *
+ * Left out, measured with `node bench/fleet.ts --node-flags=…` (steady RSS at 100 runners against
+ * 97–98 MiB; CPU seconds in 120 s and replacement p50/p99 at 1,000 runners against 36 s, 164–191 /
+ * 1,085 ms in the same hour). The optimising compilers' own code is 7 MiB of the node binary's pages
+ * (`/proc/<pid>/pagemap` against `nm`), so capping the tier saves memory but costs CPU and latency:
+ * - `--max-opt=2` (Maglev, no TurboFan): 90 MiB; 1,000 runners 113–116 MiB, 37–38 s, p50 230–324 ms.
+ * - `--max-opt=1` (Sparkplug only): 85 MiB; 1,000 runners 100 MiB, 44 s, p50 651 ms, p99 3.1 s.
+ * - `--lite-mode` 78 MiB, `--jitless` 83 MiB; 1,000 runners (lite) 48 s, p99 2.7 s.
+ * - `--optimize-for-size` with `--max-opt=1`: 81 MiB; 1,000 runners 50 s.
+ * - `--single-threaded-gc`: 104 MiB (the heap grows further between collections).
  */
 export const PADDOCK_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2', '--heap-growing-percent=20'];
 
