@@ -39,7 +39,7 @@ const memoryWhy =
     const floor = lines.filter((l) => l.bench === 'startup').at(-1)?.nodeFloorRssMiB;
     const split =
       typeof line.controllerRssAnonMiB === 'number'
-        ? ` At the end of the run ${fixed(line.controllerRssAnonMiB)} MiB were anonymous (V8 heap, paddock's caches) and ${fixed(line.controllerRssFileMiB)} MiB file-backed (the node binary's own pages, which any Node.js process maps).`
+        ? ` At the end of the run ${fixed(line.controllerRssAnonMiB)} MiB were anonymous (V8 heap, paddock's caches) and ${fixed(line.controllerRssFileMiB)} MiB file-backed (the pages of the node binary this process has run or read: V8's optimising compilers, the built-in modules it loads, OpenSSL; src/cli/node-flags.ts weighs capping the compilers against CPU and latency).`
         : '';
     const base =
       typeof floor === 'number'
