@@ -123,7 +123,11 @@ describe('informer against a fake API server', () => {
     controller.watchOwned(inf, 'ConfigMap');
     inf.start();
     await inf.waitForSync();
-    await new Promise((r) => setTimeout(r, 900));
+    // The watch goes idle 300 ms after its last event; a loaded machine may take longer to resume.
+    const deadline = Date.now() + 10_000;
+    while (fake.requests.filter((r) => r.startsWith('WATCH')).length < 2 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
     await inf.stop();
     httpClient.close();
     assert.ok(lifecycle.some((e) => e.type === 'watch-ended' && e.reason === 'idle'));
