@@ -55,10 +55,11 @@ export interface WatchLine {
  * Connections the short requests may hold open at once; more wait in the agent's queue. Each TLS
  * connection opened costs about 150 KB of native memory, most of which stays after it closes, so the
  * pool's peak sets a lasting share of the process's memory. At 1,000 runners a pool of 50 filled up
- * (64 sockets in all, with the watches); with 16: 31 sockets, steady RSS 115 MiB against 119–124, and
- * replacement p50 126–154 ms against 164–191, p99 760–1,129 against 1,085 ms, CPU 34–35 s against 36
- * (`node bench/fleet.ts --runs runnerdeployment:1000`, same hour). Fewer handshakes, same throughput:
- * the controllers run about 40 workers, each waiting on one request at a time.
+ * (64 sockets in all, with the watches); with 16: 31 sockets, steady RSS 114.7–120.2 MiB against
+ * 118.7–124.1 (about 4 MiB less, within the spread of runs), replacement p50 126–154 ms against
+ * 164–191, p99 760–1,129 against 1,085 ms, CPU 34–35 s against 36 (`node bench/fleet.ts --runs
+ * runnerdeployment:1000`, same day). Same throughput: the controllers run about 40 workers, each
+ * waiting on one request at a time.
  */
 export const MAX_REQUEST_CONNECTIONS = 16;
 
