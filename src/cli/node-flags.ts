@@ -22,7 +22,8 @@
  * 1,085 ms in the same hour). The optimising compilers' own code is 7 MiB of the node binary's pages
  * (`/proc/<pid>/pagemap` against `nm`), so capping the tier saves memory but costs CPU and latency:
  * - `--max-opt=2` (Maglev, no TurboFan): 90 MiB; 1,000 runners 113–116 MiB, 37–38 s, p50 230–324 ms.
- * - `--max-opt=1` (Sparkplug only): 85 MiB; 1,000 runners 100 MiB, 44 s, p50 651 ms, p99 3.1 s.
+ * - `--max-opt=1` (Sparkplug only): 85 MiB; 1,000 runners 100 MiB, 44 s, p50 651 ms, p99 3.1 s (that
+ *   run shared the machine with other work, so its CPU and latency overstate the cost).
  * - `--lite-mode` 78 MiB, `--jitless` 83 MiB; 1,000 runners (lite) 48 s, p99 2.7 s.
  * - `--optimize-for-size` with `--max-opt=1`: 81 MiB; 1,000 runners 50 s.
  * - `--single-threaded-gc`: 104 MiB (the heap grows further between collections).

@@ -28,7 +28,7 @@ describe('KubeHttp connection pool', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
     client = new KubeHttp({
-      getCurrentCluster: () => ({ server: `http://127.0.0.1:${port}` }) as never,
+      getCurrentCluster: () => ({ name: 'fake', server: `http://127.0.0.1:${port}` }),
       applyToHTTPSOptions: async () => {},
     });
   });
