@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { execFileSync, spawn } from 'node:child_process';
+import { copyFile, cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import http from 'node:http';
 import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -16,8 +18,10 @@ describe('the bundle (npm run build)', () => {
 
   before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'paddock-bundle-'));
-    // As in the image: package.json and bin/paddock.js beside dist/.
+    // As in the image: package.json, bin/paddock.js, node_modules and config/crd beside dist/.
     await copyFile(path.join(root, 'package.json'), path.join(dir, 'package.json'));
+    await symlink(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
+    await cp(path.join(root, 'config', 'crd'), path.join(dir, 'config', 'crd'), { recursive: true });
     await mkdir(path.join(dir, 'bin'));
     await copyFile(path.join(root, 'bin', 'paddock.js'), path.join(dir, 'bin', 'paddock.js'));
     files = await bundleDist({ root, outDir: path.join(dir, 'dist'), sourcemap: false });
@@ -38,6 +42,83 @@ describe('the bundle (npm run build)', () => {
     };
     assert.equal(paddock('--version').trim(), `paddock ${version}`);
     assert.match(paddock('run', '--help'), /^Usage: paddock run \[flags\]/);
+  });
+
+  test('run --install-crds parses the CRD manifests (the YAML parser is loaded on demand)', async () => {
+    // An API server that answers /version and refuses the CRD writes: paddock exits 2 once it has
+    // parsed and sent the first manifest.
+    const seen: { method: string; url: string; kind?: string }[] = [];
+    const api = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (d: Buffer) => {
+        body += d.toString();
+      });
+      req.on('end', () => {
+        const kind = body ? (JSON.parse(body) as { kind?: string }).kind : undefined;
+        seen.push({ method: req.method ?? '', url: req.url ?? '', ...(kind ? { kind } : {}) });
+        res.setHeader('content-type', 'application/json');
+        if (req.url === '/version') return res.end(JSON.stringify({ major: '1', minor: '36' }));
+        res.statusCode = 403;
+        res.end(
+          JSON.stringify({
+            kind: 'Status',
+            apiVersion: 'v1',
+            status: 'Failure',
+            reason: 'Forbidden',
+            code: 403,
+          }),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
+    try {
+      const server = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+      const kubeconfig = path.join(dir, 'kubeconfig.json');
+      await writeFile(
+        kubeconfig,
+        JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'Config',
+          clusters: [{ name: 'c', cluster: { server } }],
+          users: [{ name: 'u', user: { token: 'test' } }],
+          contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+          'current-context': 'x',
+        }),
+      );
+      const child = spawn(
+        process.execPath,
+        [
+          path.join(dir, 'bin', 'paddock.js'),
+          'run',
+          '--install-crds',
+          '--kubeconfig',
+          kubeconfig,
+          ...['--metrics-addr', '0', '--health-probe-addr', '0', '--webhook-addr', '0'],
+        ],
+        { cwd: dir, env: { PATH: process.env.PATH }, stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => {
+        stderr += d.toString();
+      });
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      clearTimeout(timer);
+      assert.equal(code, 2, stderr);
+      assert.match(stderr, /refused a request paddock needs at start-up/);
+      assert.ok(
+        seen.some(
+          (r) =>
+            r.method === 'PATCH' &&
+            r.url.startsWith('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/') &&
+            r.kind === 'CustomResourceDefinition',
+        ),
+        JSON.stringify(seen),
+      );
+    } finally {
+      api.closeAllConnections();
+      await new Promise((resolve) => api.close(resolve));
+    }
   });
 
   test('each command is a chunk of its own, loaded only when it runs', () => {

@@ -136,6 +136,7 @@ describe('container image', {
     assert.ok(has(1, 'usr/local/bin/node'));
     assert.ok(has(2, 'app/node_modules/@kubernetes/client-node/package.json'));
     assert.ok(has(3, 'app/dist/cli/main.js') && has(3, 'app/bin/paddock.js') && has(3, 'app/package.json'));
+    assert.ok(has(3, 'app/config/crd/actions.summerwind.dev_runners.yaml'), 'the CRDs, for --install-crds');
     assert.ok(!image.layerPaths.flat().some((p) => p.endsWith('.d.ts') || p.endsWith('.js.map')));
     assert.ok(!image.layerPaths.flat().some((p) => p.startsWith('usr/local/include') || p.includes('/npm/')));
   });

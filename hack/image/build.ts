@@ -5,7 +5,7 @@
  *            shared libraries of node with their copyright files and dpkg status entries
  *   layer 2  Node.js: /usr/local/bin/node and its LICENSE
  *   layer 3  /app/node_modules: production dependencies, stripped
- *   layer 4  /app: package.json, bin/paddock.js, dist/
+ *   layer 4  /app: package.json, bin/paddock.js, dist/, config/crd/ (for `paddock run --install-crds`)
  *
  * The layers go from the one that changes least to the one that changes with every commit, so a
  * registry and a node keep the big ones between versions. Reproducible: every file has mtime 0,
@@ -17,7 +17,7 @@
  * archive from them; `buildImage` does both.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm } from 'node:fs/promises';
+import { copyFile, cp, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { PADDOCK_NODE_FLAGS, PADDOCK_PROCESS_ENV } from '../../src/cli/node-flags.ts';
@@ -150,7 +150,15 @@ export async function stageImage(opts: BuildOptions): Promise<Stage> {
   if (!Number.isInteger(epoch) || epoch < 0) throw new Error(`SOURCE_DATE_EPOCH: not a time: ${envEpoch}`);
   const remote = git(root, ['remote', 'get-url', 'origin']);
   // esbuild reads tsconfig.json too.
-  const inputs = ['src', 'bin', 'package.json', 'package-lock.json', 'tsconfig.json', 'hack/bundle.ts'];
+  const inputs = [
+    'src',
+    'bin',
+    'config/crd',
+    'package.json',
+    'package-lock.json',
+    'tsconfig.json',
+    'hack/bundle.ts',
+  ];
   const dirty = (git(root, ['status', '--porcelain', '--', ...inputs], true) ?? '')
     .split('\n')
     .filter(Boolean)
@@ -168,6 +176,7 @@ export async function stageImage(opts: BuildOptions): Promise<Stage> {
     await mkdir(path.join(dir, 'bin'));
     await copyFile(path.join(root, 'package.json'), path.join(dir, 'package.json'));
     await copyFile(path.join(root, 'bin', 'paddock.js'), path.join(dir, 'bin', 'paddock.js'));
+    await cp(path.join(root, 'config', 'crd'), path.join(dir, 'config', 'crd'), { recursive: true });
   } catch (err) {
     await rm(dir, { recursive: true, force: true });
     throw err;
@@ -259,11 +268,12 @@ export async function assembleImage(
     },
     {
       name: 'app',
-      createdBy: 'paddock image: package.json, bin/paddock.js, dist/ (esbuild, hack/bundle.ts)',
+      createdBy: 'paddock image: package.json, bin/paddock.js, dist/ (esbuild, hack/bundle.ts), config/crd/',
       entries: async () => [
         await sized(path.join(stage.dir, 'package.json'), `${app}/package.json`),
         await sized(path.join(stage.dir, 'bin', 'paddock.js'), `${app}/bin/paddock.js`),
         ...(await treeEntries(path.join(stage.dir, 'dist'), `${app}/dist`)),
+        ...(await treeEntries(path.join(stage.dir, 'config', 'crd'), `${app}/config/crd`)),
       ],
     },
   ];

@@ -3,6 +3,7 @@
  * descriptors for the informers and clients, and the CRD manifests to install.
  */
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ResourceRef } from '../runtime/informer.ts';
@@ -60,9 +61,11 @@ export function crdPath(plural: string): string {
 
 /**
  * The CustomResourceDefinition objects of the API group, ready to create or apply. The YAML parser
- * is loaded here, not with the module: only --install-crds and the tests need it.
+ * is loaded here, not with the module: only --install-crds and the tests need it. It is required
+ * from node_modules as the kubeconfig loader does: a bundled `import('yaml')` of this CommonJS
+ * package gave only a default export, so `paddock run --install-crds` failed in the image.
  */
 export async function crdManifests(): Promise<Record<string, unknown>[]> {
-  const { parse } = await import('yaml');
+  const { parse } = createRequire(import.meta.url)('yaml') as typeof import('yaml');
   return KINDS.map((k) => parse(readFileSync(crdPath(k.plural), 'utf8')) as Record<string, unknown>);
 }
