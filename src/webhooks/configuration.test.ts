@@ -306,6 +306,7 @@ describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations',
     assert.deepEqual(
       api.calls.map(line).sort(),
       [
+        ['GET', mutating, undefined],
         ['DELETE', mutating, undefined],
         ['GET', validating, undefined],
         ['PATCH', validating, 'ValidatingWebhookConfiguration'],
@@ -321,10 +322,10 @@ describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations',
     assert.deepEqual(
       api.calls.map(line).sort(),
       [
-        ['DELETE', mutating, undefined],
+        ['GET', mutating, undefined],
         ['GET', validating, undefined],
       ].sort(),
-      'current: not written',
+      'current: not written, and the mutating one, absent now, not deleted again',
     );
 
     api.calls.length = 0;
@@ -344,6 +345,50 @@ describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations',
       ['DELETE', mutating, undefined],
     ]);
     assert.equal(api.objects.size, 0);
+  });
+
+  test('writes wait for `writesAfter` (the start-up checks); reads and a current configuration do not', async () => {
+    const api = new FakeConfigurationApi();
+    const mutating =
+      '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/paddock-runner-resources';
+    api.objects.set(mutating, { metadata: { name: 'paddock-runner-resources' }, webhooks: [] });
+    const options = { endpoint: { baseUrl: 'https://x' }, caBundle: CA };
+    let clear!: () => void;
+    const checksPassed = new Promise<void>((resolve) => {
+      clear = resolve;
+    });
+    let done = false;
+    const applying = applyRunnerResourceWebhookConfigurations(api.http, options, checksPassed).then(() => {
+      done = true;
+    });
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    assert.deepEqual(
+      api.methods().sort(),
+      ['GET', 'GET'],
+      'both read before the checks pass, nothing written',
+    );
+    assert.equal(done, false);
+    clear();
+    await applying;
+    assert.deepEqual(api.methods().sort(), ['DELETE', 'GET', 'GET', 'PATCH']);
+
+    // Current, and the leftover gone: done without the checks (which here never pass).
+    api.calls.length = 0;
+    await applyRunnerResourceWebhookConfigurations(api.http, options, new Promise(() => undefined));
+    assert.deepEqual(api.methods().sort(), ['GET', 'GET']);
+
+    // Refused checks: nothing is written, and the refusal is what the caller sees.
+    api.calls.length = 0;
+    const refusal = new Error('GitHub credentials do not work');
+    await assert.rejects(
+      applyRunnerResourceWebhookConfigurations(
+        api.http,
+        { ...options, caBundle: `${CA}${CA}` },
+        Promise.reject(refusal),
+      ),
+      refusal,
+    );
+    assert.deepEqual(api.methods(), ['GET', 'GET'], 'a new CA is not written');
   });
 
   test('a failure other than NotFound on delete is reported', async () => {

@@ -148,11 +148,13 @@ export function holdsFields(actual: unknown, wanted: unknown): boolean {
  * "Holds it": the digest of the last apply is the digest of `body` (a field a newer paddock no longer
  * sets is dropped by applying again), and each field of `body` has its value (a hand edit is undone).
  * A GET that fails for any reason (say, a role without `get` from an older chart) means apply.
+ * A write waits for `writesAfter` (paddock's start-up checks); the GET does not.
  */
 async function applyUnlessCurrent(
   http: KubeHttp,
   path: string,
   body: Record<string, unknown>,
+  writesAfter?: Promise<unknown>,
 ): Promise<Record<string, unknown>> {
   const digest = `sha256:${createHash('sha256').update(JSON.stringify(body)).digest('hex')}`;
   const existing = await http.request<Record<string, unknown>>('GET', path).catch(() => undefined);
@@ -161,6 +163,7 @@ async function applyUnlessCurrent(
   if (existing && annotations?.[ANNOTATION_APPLIED_DIGEST] === digest && holdsFields(existing, body)) {
     return existing;
   }
+  await writesAfter;
   const metadata = body.metadata as Record<string, unknown>;
   return http.request<Record<string, unknown>>('PATCH', path, {
     body: {
@@ -179,10 +182,11 @@ async function applyUnlessCurrent(
 export async function applyRunnerPodWebhookConfiguration(
   http: KubeHttp,
   options: RunnerPodWebhookOptions,
+  writesAfter?: Promise<unknown>,
 ): Promise<Record<string, unknown>> {
   const body = runnerPodWebhookConfiguration(options);
   const name = (body.metadata as { name: string }).name;
-  return applyUnlessCurrent(http, `${BASE}/${encodeURIComponent(name)}`, body);
+  return applyUnlessCurrent(http, `${BASE}/${encodeURIComponent(name)}`, body, writesAfter);
 }
 
 /** Deletes the configuration; absent is fine. */
@@ -300,13 +304,26 @@ export function runnerResourceWebhookConfiguration(
 export async function applyRunnerResourceWebhookConfigurations(
   http: KubeHttp,
   options: RunnerResourceWebhookOptions,
+  writesAfter?: Promise<unknown>,
 ): Promise<void> {
   const validating = runnerResourceWebhookConfiguration(options);
   const name = encodeURIComponent((validating.metadata as { name: string }).name);
   await Promise.all([
-    applyUnlessCurrent(http, `${VALIDATING_BASE}/${name}`, validating),
-    deleteIgnoringNotFound(http, `${BASE}/${name}`),
+    applyUnlessCurrent(http, `${VALIDATING_BASE}/${name}`, validating, writesAfter),
+    deleteIfPresent(http, `${BASE}/${name}`, writesAfter),
   ]);
+}
+
+/** Looks first, so that only a configuration that is there waits for `writesAfter` to be deleted. */
+async function deleteIfPresent(http: KubeHttp, path: string, writesAfter?: Promise<unknown>): Promise<void> {
+  try {
+    await http.request('GET', path);
+  } catch (err) {
+    if (isNotFound(err)) return;
+    // Unreadable (a role without `get`): delete as before, which says whether it was there.
+  }
+  await writesAfter;
+  await deleteIgnoringNotFound(http, path);
 }
 
 async function deleteIgnoringNotFound(http: KubeHttp, path: string): Promise<void> {
