@@ -8,6 +8,7 @@
  * samples are listed (one start is noisy on a shared 2-core machine).
  *
  *   node bench/cold-start.ts [--runs runnerdeployment:100,runnerset:1000] [--restarts N] [--json] [--profile]
+ *     [--node-flags "..."]   (Node/V8 flags for paddock instead of the image's, to weigh one)
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -22,6 +23,7 @@ const { values } = parseArgs({
     json: { type: 'boolean', default: false },
     restarts: { type: 'string', default: '5' },
     profile: { type: 'boolean', default: false },
+    'node-flags': { type: 'string' },
   },
 });
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -45,6 +47,7 @@ for (const { kind, runners } of fleetRuns(values)) {
       nodeLossAfterMs: undefined,
     },
     log: say,
+    nodeFlags: values['node-flags'] ? values['node-flags'].split(' ').filter(Boolean) : undefined,
     paddockArgs: ['--log-level', 'warn'],
     profileDir: values.profile
       ? path.join(root, 'out', 'profile', `cold-start-${kind}-${runners}`)
@@ -77,6 +80,8 @@ for (const { kind, runners } of fleetRuns(values)) {
         runners,
         startToReadyMs: r.readyMs,
         startToReadyMsSamples: samples.map((x) => x.readyMs),
+        // The median start's own record of its steps (ms since its process began).
+        startupStepsMs: r.startupStepsMs,
         githubRequestsFirst10s: median(samples, (x) => x.githubRequests).githubRequests,
         githubRequestsFirst10sMax: Math.max(...samples.map((x) => x.githubRequests)),
         githubRequestsByRoute: r.githubRequestsByRoute,
@@ -84,6 +89,7 @@ for (const { kind, runners } of fleetRuns(values)) {
         fleetUpSeconds,
         loadAverage1m: Math.round(os.loadavg()[0]! * 100) / 100,
         cpus: os.cpus().length,
+        ...(values['node-flags'] ? { nodeFlags: values['node-flags'] } : {}),
         ...(heapSnapshot ? { profile: { heapSnapshot } } : {}),
       })}\n`,
     );

@@ -1,14 +1,21 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
+import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseFlags } from '../src/cli/flags.ts';
 import { runConfig, startPaddock } from '../src/cli/run.ts';
 import { RUN_FLAGS } from '../src/cli/run-flags.ts';
+import { KubeHttp } from '../src/runtime/kube-http.ts';
 import { createLogger } from '../src/runtime/log.ts';
 import { freePort, startControlPlane } from '../src/testenv/control-plane.ts';
 import { GitHubDouble } from '../src/testenv/github-double/index.ts';
+import {
+  DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
+  DEFAULT_WEBHOOK_CONFIGURATION_NAME,
+} from '../src/webhooks/configuration.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
 import { deleteTestWebhookConfiguration } from './support/paddock.ts';
 import { duplicateKeys } from './support/strict-json.ts';
@@ -170,6 +177,41 @@ describe('paddock run', () => {
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     assert.match(metrics, /github_rate_limit\{/);
     assert.match(metrics, /workqueue_depth/);
+    // The start's steps: in the log once ready, and on /metrics.
+    await eventually('ready logged', async () => p.out().includes('"paddock ready"'));
+    const ready = JSON.parse(
+      p
+        .out()
+        .split('\n')
+        .find((l) => l.includes('"paddock ready"'))!,
+    ) as { startupMs: Record<string, number> };
+    const steps = ready.startupMs;
+    for (const step of [
+      'node.js bootstrapped',
+      'code loaded',
+      'caches started',
+      'kubernetes api answered',
+      'github credentials checked',
+      'cache synced: pods (actions-runner)',
+      'caches synced',
+      'probes served',
+      'ready',
+    ]) {
+      assert.equal(typeof steps[step], 'number', `${step} in ${JSON.stringify(steps)}`);
+    }
+    const at = (step: string) => steps[step] as number;
+    assert.ok(at('node.js bootstrapped') <= at('code loaded') && at('code loaded') <= at('caches started'));
+    assert.ok(at('cache synced: pods (actions-runner)') <= at('caches synced'));
+    for (const [step, ms] of Object.entries(steps)) assert.ok(ms <= at('ready'), `${step} before ready`);
+    assert.deepEqual(
+      Object.values(steps),
+      [...Object.values(steps)].sort((a, b) => a - b),
+      'in time order',
+    );
+    assert.ok(
+      metrics.includes(`process_startup_step_seconds{step="ready"} ${at('ready') / 1000}\n`),
+      'the same figure on /metrics',
+    );
     p.child.kill('SIGTERM');
     assert.equal(await p.exited, 0);
   });
@@ -255,6 +297,71 @@ describe('paddock run', () => {
       /GitHub credentials do not work against http:\/\/127\.0\.0\.1:\d+: .*Bad credentials/,
     );
     assert.ok(!p.err().includes('ghp_wrong'));
+  });
+
+  test('refused credentials: the webhook started meanwhile is stopped and publishes no configuration', async (t) => {
+    if (!kubeconfig) return t.skip('needs the shared control plane of test/run.ts');
+    // A GitHub that refuses the token only after 1.5 s: the webhook's certificates and server are up
+    // before the check fails. (The double authenticates before any injected latency.)
+    const slowRefusal = http.createServer((_req, res) => {
+      setTimeout(() => {
+        res.writeHead(401, { 'content-type': 'application/json; charset=utf-8' });
+        res.end(JSON.stringify({ message: 'Bad credentials', status: '401' }));
+      }, 1_500);
+    });
+    await new Promise<void>((resolve) => slowRefusal.listen(0, '127.0.0.1', resolve));
+    t.after(() => {
+      slowRefusal.closeAllConnections();
+      slowRefusal.close();
+    });
+    const githubUrl = `http://127.0.0.1:${(slowRefusal.address() as net.AddressInfo).port}`;
+    const port = await freePort();
+    const { values } = parseFlags(
+      RUN_FLAGS,
+      [
+        '--watch-namespace',
+        ns.name,
+        '--metrics-addr',
+        '0',
+        '--health-probe-addr',
+        '0',
+        '--webhook-addr',
+        `127.0.0.1:${port}`,
+        '--webhook-url',
+        `https://127.0.0.1:${port}`,
+        // Where the webhook keeps its certificates.
+        '--leader-election-namespace',
+        ns.name,
+      ],
+      { GITHUB_TOKEN: 'ghp_wrong', GITHUB_URL: githubUrl },
+    );
+    const starting = startPaddock(runConfig(values), {
+      kubeConfig: ns.cluster.kubeConfig,
+      log: createLogger({ level: 'silent' }),
+    });
+    starting.catch(() => undefined);
+    const listening = () =>
+      new Promise<boolean>((resolve) => {
+        const socket = net.connect(port, '127.0.0.1', () => {
+          socket.destroy();
+          resolve(true);
+        });
+        socket.on('error', () => resolve(false));
+      });
+    await eventually('the webhook listening while GitHub is checked', listening, 10_000);
+    await assert.rejects(starting, /GitHub credentials do not work/);
+    assert.equal(await listening(), false, 'the webhook server is stopped');
+    const kube = new KubeHttp(ns.cluster.kubeConfig);
+    t.after(() => kube.close());
+    for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
+      for (const name of [DEFAULT_WEBHOOK_CONFIGURATION_NAME, DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME]) {
+        await assert.rejects(
+          kube.request('GET', `/apis/admissionregistration.k8s.io/v1/${kind}/${name}-${ns.name}`),
+          (err: unknown) => (err as { code?: number }).code === 404,
+          `${kind} ${name}-${ns.name} not published`,
+        );
+      }
+    }
   });
 
   test('GitHub rate limiting or failing at start-up: paddock starts anyway and says why', async (t) => {

@@ -29,6 +29,7 @@ import { createLogger } from '../runtime/log.ts';
 import { Manager, parseListenAddress } from '../runtime/manager.ts';
 import { FIELD_MANAGER } from '../runtime/objects.ts';
 import { CUSTOM_RESOURCE_DEFINITIONS } from '../runtime/resources.ts';
+import { StartupTimeline } from '../runtime/startup-timeline.ts';
 import {
   applyRunnerPodWebhookConfiguration,
   applyRunnerResourceWebhookConfigurations,
@@ -331,12 +332,14 @@ async function preflightChecks(
 ): Promise<StartupError | undefined> {
   try {
     await manager.http.request('GET', '/version', { timeoutMs: 10_000 });
+    manager.startup.mark('kubernetes api answered');
   } catch (err) {
     return new StartupError(`cannot reach the Kubernetes API at ${server}: ${toKubeError(err).message}`);
   }
   if (!config.installCrds) {
     try {
       await manager.http.request('GET', '/apis/actions.summerwind.dev/v1alpha1');
+      manager.startup.mark('crds found');
     } catch (err) {
       return new StartupError(
         `the actions.summerwind.dev/v1alpha1 CRDs are not installed in ${server} (${toKubeError(err).message}); apply config/crd/ or start with --install-crds`,
@@ -354,7 +357,14 @@ async function preflightChecks(
  */
 export async function startPaddock(
   config: RunConfig,
-  deps: { kubeConfig?: ClusterAccess; log?: Logger; clock?: Clock; handleSignals?: boolean } = {},
+  deps: {
+    kubeConfig?: ClusterAccess;
+    log?: Logger;
+    clock?: Clock;
+    handleSignals?: boolean;
+    /** The start's steps so far (runCommand marks when paddock's code had loaded). */
+    startup?: StartupTimeline;
+  } = {},
 ): Promise<Paddock> {
   const log = deps.log ?? createLogger({ level: config.logLevel });
   const clock = deps.clock ?? realClock;
@@ -369,6 +379,8 @@ export async function startPaddock(
     ...(addresses.length > 0 ? { probeAddress: addresses } : {}),
     ...(config.leaderElection ? { leaderElection: config.leaderElection } : {}),
     handleSignals: deps.handleSignals ?? false,
+    ...(deps.startup ? { startup: deps.startup } : {}),
+    onReady: () => log.info({ startupMs: Object.fromEntries(manager.startup.entries()) }, 'paddock ready'),
   });
   const server = kubeConfig.getCurrentCluster()?.server ?? '(none)';
   const metrics = new GitHubMetrics(manager.metrics.registry);
@@ -386,7 +398,9 @@ export async function startPaddock(
   // GitHub is a round trip away (a few hundred ms from most clusters): its check runs while the
   // Kubernetes API is checked, and is awaited before any controller starts.
   const credentialsChecked = defaultClient
-    ? checkGitHubCredentials(defaultClient, config.endpoints.apiBaseUrl, log)
+    ? checkGitHubCredentials(defaultClient, config.endpoints.apiBaseUrl, log).finally(() =>
+        manager.startup.mark('github credentials checked'),
+      )
     : Promise.resolve(undefined);
   const clients = podGitHubClients({
     http: manager.http,
@@ -456,10 +470,35 @@ export async function startPaddock(
   // wait, and they cost nothing if a check fails (stop() ends them). With --install-crds they wait
   // for the CRDs.
   if (!config.installCrds) manager.startCaches();
-  const refused = await preflightChecks(manager, config, server, credentialsChecked);
+  const preflight = preflightChecks(manager, config, server, credentialsChecked);
+  // What the webhook publishes its configurations after: the checks passed (and the CRDs installed).
+  const cleared = preflight.then(async (refused) => {
+    if (refused) throw refused;
+    if (config.installCrds) await installCrds(manager.http);
+  });
+  // A refusal is thrown below from `preflight`; here it must not count as unhandled.
+  cleared.catch(() => undefined);
+  let webhook: RunningWebhook | undefined;
+  let githubWebhook: RunningGitHubWebhook | undefined;
+  const starting: Promise<void>[] = [];
+  if (config.webhook.addr) {
+    // Its certificates and server start while the checks run: on a restart they were the last
+    // step before ready. Only its configurations, which the cluster acts on, wait for them.
+    const openWebhookGate = manager.addReadinessGate('webhook');
+    const started = startWebhook(config, manager, clients, log, clock, cleared).then((w) => {
+      webhook = w;
+      openWebhookGate();
+    });
+    // Awaited below; until then a failure must not count as unhandled.
+    started.catch(() => undefined);
+    starting.push(started);
+  }
+  const refused = await preflight;
   if (refused) {
     runnerPods.stop();
     await manager.stop().catch(() => undefined);
+    // The webhook stops its server itself when the checks refuse.
+    await Promise.allSettled(starting);
     clients.pool.close();
     defaultClient?.close();
     throw refused;
@@ -469,24 +508,14 @@ export async function startPaddock(
       'no default GitHub credentials: only runners whose resources name a githubAPICredentialsFrom Secret can be managed',
     );
   }
-  let webhook: RunningWebhook | undefined;
-  let githubWebhook: RunningGitHubWebhook | undefined;
-  const starting: Promise<void>[] = [];
   try {
-    if (config.installCrds) await installCrds(manager.http);
+    await cleared;
     for (const c of manager.allControllers) c.resyncEvery(config.syncPeriodMs);
 
     // The servers start while the caches list (neither waits for the other); /readyz waits for all.
     const { addr: githubWebhookAddr } = config.githubWebhook;
-    if (config.webhook.addr) {
-      starting.push(
-        startWebhook(config, manager, clients, log, clock).then((w) => {
-          webhook = w;
-        }),
-      );
-      manager.addReadinessGate('webhook', () => webhook !== undefined);
-    }
     if (githubWebhookAddr) {
+      const openGitHubWebhookGate = manager.addReadinessGate('github-webhook');
       starting.push(
         startGitHubWebhook({
           config: { ...config.githubWebhook, addr: githubWebhookAddr },
@@ -496,9 +525,9 @@ export async function startPaddock(
           log,
         }).then((w) => {
           githubWebhook = w;
+          openGitHubWebhookGate();
         }),
       );
-      manager.addReadinessGate('github-webhook', () => githubWebhook !== undefined);
     }
     await Promise.all([...starting, manager.start()]);
   } catch (err) {
@@ -555,6 +584,7 @@ async function startWebhook(
   clients: ReturnType<typeof podGitHubClients>,
   log: Logger,
   clock: Clock,
+  cleared: Promise<void>,
 ): Promise<RunningWebhook> {
   let listen: ReturnType<typeof parseListenAddress>;
   try {
@@ -610,25 +640,35 @@ async function startWebhook(
   // One set of configurations per watched namespace, so several paddocks can share a cluster.
   const suffix = config.watchNamespace ? `-${config.watchNamespace}` : '';
   // Every configuration carries the CA, so a renewal republishes them all.
-  const publishCaBundle = (caBundle: string) =>
+  const publishCaBundle = (caBundle: string, writesAfter?: Promise<void>) =>
     Promise.all([
-      applyRunnerPodWebhookConfiguration(manager.http, {
-        name: `${DEFAULT_WEBHOOK_CONFIGURATION_NAME}${suffix}`,
-        clientConfig: baseUrl ? { url: `${baseUrl}${MUTATE_RUNNER_POD_PATH}` } : { service },
-        caBundle,
-        owner,
-        ...watched,
-      }),
-      applyRunnerResourceWebhookConfigurations(manager.http, {
-        name: `${DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME}${suffix}`,
-        endpoint: baseUrl ? { baseUrl } : { service },
-        caBundle,
-        owner,
-        ...watched,
-      }),
+      applyRunnerPodWebhookConfiguration(
+        manager.http,
+        {
+          name: `${DEFAULT_WEBHOOK_CONFIGURATION_NAME}${suffix}`,
+          clientConfig: baseUrl ? { url: `${baseUrl}${MUTATE_RUNNER_POD_PATH}` } : { service },
+          caBundle,
+          owner,
+          ...watched,
+        },
+        writesAfter,
+      ),
+      applyRunnerResourceWebhookConfigurations(
+        manager.http,
+        {
+          name: `${DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME}${suffix}`,
+          endpoint: baseUrl ? { baseUrl } : { service },
+          caBundle,
+          owner,
+          ...watched,
+        },
+        writesAfter,
+      ),
     ]);
   try {
-    await publishCaBundle(certs.ca.cert);
+    // Read now, written (when not current) only once the start-up checks pass; a refusal stops
+    // the server.
+    await Promise.all([publishCaBundle(certs.ca.cert, cleared), cleared]);
   } catch (err) {
     await server.stop();
     throw err;
@@ -685,13 +725,17 @@ export const RUN_SUMMARY =
   'PVC/PV retention and the admission webhooks. Every flag can also be set by its environment variable.';
 
 export async function runCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const codeLoadedMs = performance.now();
   const { values, help } = parseFlags(RUN_FLAGS, argv, env);
   if (help) {
     process.stdout.write(renderHelp('run', RUN_SUMMARY, RUN_FLAGS));
     return 0;
   }
   const config = runConfig(values);
-  const paddock = await startPaddock(config, { handleSignals: true });
+  const startup = new StartupTimeline();
+  startup.mark('node.js bootstrapped', performance.nodeTiming.bootstrapComplete);
+  startup.mark('code loaded', codeLoadedMs);
+  const paddock = await startPaddock(config, { handleSignals: true, startup });
   await new Promise<void>(() => undefined); // runs until a signal stops the manager
   await paddock.stop();
   return 0;

@@ -6,6 +6,7 @@ import type { KubeHttp } from './kube-http.ts';
 import { silentLogger } from './log.ts';
 import { Manager, parseListenAddress } from './manager.ts';
 import { RuntimeMetrics } from './metrics.ts';
+import { StartupTimeline } from './startup-timeline.ts';
 
 describe('parseListenAddress', () => {
   const cases: { address: string; want: { host: string | undefined; port: number } }[] = [
@@ -61,10 +62,20 @@ describe('Manager probe server', () => {
 
 describe('Manager /readyz', () => {
   test('waits for every readiness gate besides the caches, and says which are closed', async () => {
-    const manager = probeOnlyManager('127.0.0.1:0');
-    let webhookUp = false;
-    manager.addReadinessGate('webhook', () => webhookUp);
-    manager.addReadinessGate('github-webhook', () => true);
+    let readyCalls = 0;
+    const manager = new Manager({
+      kubeConfig: new KubeConfig(),
+      http: { close: () => undefined } as unknown as KubeHttp,
+      log: silentLogger(),
+      metrics: new RuntimeMetrics({ processMetrics: false }),
+      probeAddress: '127.0.0.1:0',
+      startup: new StartupTimeline(fakeUptime([5, 10, 20, 30, 40, 50])),
+      onReady: () => readyCalls++,
+    });
+    const openWebhook = manager.addReadinessGate('webhook');
+    const openGitHubWebhook = manager.addReadinessGate('github-webhook');
+    openGitHubWebhook();
+    assert.equal(manager.startup.has('ready'), false, 'not ready before the probes are served');
     await manager.start();
     try {
       const readyz = async () => {
@@ -73,10 +84,46 @@ describe('Manager /readyz', () => {
       };
       assert.deepEqual(await readyz(), { status: 503, body: 'webhook not ready' });
       assert.equal(manager.ready, true, 'the caches (none here) have synced: controllers may run');
-      webhookUp = true;
+      assert.equal(readyCalls, 0);
+      openWebhook();
+      openWebhook();
       assert.deepEqual(await readyz(), { status: 200, body: 'ok' });
+      assert.equal(readyCalls, 1, 'onReady is called once, when the last gate opens');
+      assert.deepEqual(manager.startup.entries(), [
+        ['gate open: github-webhook', 5],
+        ['caches started', 10],
+        ['probes served', 20],
+        ['gate open: webhook', 30],
+        ['ready', 40],
+      ]);
+      const metrics = await (await fetch(`${manager.probeUrl}/metrics`)).text();
+      assert.match(metrics, /^process_startup_step_seconds\{step="ready"\} 0\.04$/m);
+      assert.match(metrics, /^process_startup_step_seconds\{step="gate open: webhook"\} 0\.03$/m);
     } finally {
       await manager.stop();
     }
+  });
+});
+
+/** Uptimes handed out in turn, the last one again once they run out. */
+function fakeUptime(times: number[]): () => number {
+  let i = 0;
+  return () => times[Math.min(i++, times.length - 1)]!;
+}
+
+describe('StartupTimeline', () => {
+  test('keeps the first time of each step and lists them in time order', () => {
+    const timeline = new StartupTimeline(fakeUptime([12.4, 30.6, 50]));
+    timeline.mark('caches started');
+    timeline.mark('code loaded', 7.2);
+    timeline.mark('caches started');
+    timeline.mark('ready');
+    assert.deepEqual(timeline.entries(), [
+      ['code loaded', 7],
+      ['caches started', 12],
+      ['ready', 31],
+    ]);
+    assert.equal(timeline.has('ready'), true);
+    assert.equal(timeline.has('webhook'), false);
   });
 });

@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import { Gauge } from 'prom-client';
 import { type Clock, realClock } from './clock.ts';
 import { Controller, type ControllerOptions } from './controller.ts';
 import { EventRecorder } from './events.ts';
@@ -9,6 +10,7 @@ import { type ClusterAccess, KubeHttp } from './kube-http.ts';
 import { type LeaderElectionTimings, LeaderElector } from './leader-election.ts';
 import { RuntimeMetrics } from './metrics.ts';
 import { http } from './node-builtins.ts';
+import { StartupTimeline } from './startup-timeline.ts';
 import type { KubeObject } from './store.ts';
 
 /**
@@ -42,6 +44,10 @@ export interface ManagerOptions {
   handleSignals?: boolean;
   /** Name reported on Events (`reportingController`). */
   controllerName?: string;
+  /** Where the start's steps are recorded (one made here by default); the manager adds its own. */
+  startup?: StartupTimeline;
+  /** Called once, when /readyz first would answer 200 (caches synced, gates open, probes served). */
+  onReady?: () => void;
 }
 
 export class Manager {
@@ -59,7 +65,11 @@ export class Manager {
   private elector: LeaderElector | undefined;
   private controllersRunning = false;
   private stopping: Promise<void> | undefined;
-  private readonly readinessGates = new Map<string, () => boolean>();
+  private readonly readinessGates = new Map<string, boolean>();
+  /** start() has served the probes: gates are added before it, so no earlier moment is `ready`. */
+  private probesServed = false;
+  /** The steps of this process's start, as `StartupTimeline` steps (`ready` last). */
+  readonly startup: StartupTimeline;
 
   constructor(opts: ManagerOptions) {
     this.opts = opts;
@@ -67,6 +77,17 @@ export class Manager {
     this.log = opts.log;
     this.metrics = opts.metrics ?? new RuntimeMetrics({ now: () => this.clock.now() });
     this.http = opts.http ?? new KubeHttp(opts.kubeConfig);
+    this.startup = opts.startup ?? new StartupTimeline();
+    const startup = this.startup;
+    new Gauge({
+      name: 'process_startup_step_seconds',
+      help: 'Seconds from the process start to each step of its start-up (code loaded, each cache synced, ready, ...)',
+      labelNames: ['step'],
+      registers: [this.metrics.registry],
+      collect() {
+        for (const [step, ms] of startup.entries()) this.set({ step }, ms / 1000);
+      },
+    });
     this.events = new EventRecorder({
       http: this.http,
       clock: this.clock,
@@ -107,6 +128,13 @@ export class Manager {
       }) as unknown as Informer<KubeObject>;
       this.informers.set(key, inf);
       this.transforms.set(key, opts.transform);
+      void inf.waitForSync().then(() => {
+        this.startup.mark(
+          `cache synced: ${resource.plural}${opts.labelSelector ? ` (${opts.labelSelector})` : ''}`,
+        );
+        if (this.ready) this.startup.mark('caches synced');
+        this.checkReady();
+      });
     } else {
       if (this.transforms.get(key) !== opts.transform) {
         throw new Error(
@@ -133,16 +161,30 @@ export class Manager {
 
   /**
    * Something besides the caches /readyz waits for (e.g. `webhook`: a server that starts while the
-   * caches list, so that neither waits for the other).
+   * caches list, so that neither waits for the other). Closed until the function returned is called.
    */
-  addReadinessGate(name: string, ready: () => boolean): void {
-    this.readinessGates.set(name, ready);
+  addReadinessGate(name: string): () => void {
+    this.readinessGates.set(name, false);
+    return () => {
+      if (this.readinessGates.get(name) !== false) return;
+      this.readinessGates.set(name, true);
+      this.startup.mark(`gate open: ${name}`);
+      this.checkReady();
+    };
+  }
+
+  /** Records the `ready` step (and tells `onReady`) the first time nothing keeps /readyz at 503. */
+  private checkReady(): void {
+    if (this.startup.has('ready') || this.stopping || !this.probesServed) return;
+    if (this.notReady().length > 0) return;
+    this.startup.mark('ready');
+    this.opts.onReady?.();
   }
 
   /** Why /readyz says 503: the caches not synced yet and the gates not open, empty when ready. */
   private notReady(): string[] {
     const pending = [...this.informers.values()].filter((i) => !i.hasSynced()).map((i) => i.resource.plural);
-    const closed = [...this.readinessGates].filter(([, ready]) => !ready()).map(([name]) => name);
+    const closed = [...this.readinessGates].filter(([, open]) => !open).map(([name]) => name);
     return [
       ...(pending.length > 0 ? [`caches not synced: ${pending.join(', ')}`] : []),
       ...closed.map((g) => `${g} not ready`),
@@ -176,6 +218,7 @@ export class Manager {
    */
   startCaches(): void {
     if (this.stopping) return;
+    this.startup.mark('caches started');
     for (const inf of this.informers.values()) inf.start();
   }
 
@@ -183,6 +226,9 @@ export class Manager {
     this.startCaches();
     const addresses = this.opts.probeAddress === undefined ? [] : [this.opts.probeAddress].flat();
     for (const address of addresses) await this.serve(address);
+    if (addresses.length > 0) this.startup.mark('probes served');
+    this.probesServed = true;
+    this.checkReady();
     if (this.opts.handleSignals) {
       for (const signal of ['SIGTERM', 'SIGINT'] as const) {
         process.once(signal, () => {

@@ -1126,6 +1126,7 @@ export class Sandbox {
    */
   async restartPaddock(settleMs = 10_000): Promise<{
     readyMs: number;
+    startupStepsMs: Record<string, number>;
     githubRequests: number;
     githubRequestsByRoute: Record<string, number>;
     rssAfterSettleMiB: number | null;
@@ -1151,10 +1152,29 @@ export class Sandbox {
     for (const e of entries) byRoute[e.route] = (byRoute[e.route] ?? 0) + 1;
     return {
       readyMs,
+      startupStepsMs: await this.startupStepsMs(),
       githubRequests: entries.length,
       githubRequestsByRoute: byRoute,
       rssAfterSettleMiB: rssMiB(next.child.pid),
     };
+  }
+
+  /**
+   * paddock's own record of its start (`process_startup_step_seconds`): milliseconds from its
+   * process start to each step; empty when unreadable.
+   */
+  private async startupStepsMs(): Promise<Record<string, number>> {
+    const text = this.metricsUrl
+      ? await fetch(`${this.metricsUrl}/metrics`, { signal: AbortSignal.timeout(5000) })
+          .then((r) => (r.ok ? r.text() : ''))
+          .catch(() => '')
+      : '';
+    const steps: Record<string, number> = {};
+    for (const line of text.split('\n')) {
+      const m = /^process_startup_step_seconds\{step="([^"]+)"\} ([\d.e+-]+)$/.exec(line);
+      if (m) steps[m[1]!] = Math.round(Number(m[2]) * 1000);
+    }
+    return steps;
   }
 
   /** Median of the RSS samples of the run's second half. */
