@@ -26,6 +26,9 @@ const GRANTED_UNUSED: Record<string, string> = {
   // Server-side apply creates the configuration the first time, and is audited as a patch.
   'admissionregistration.k8s.io/mutatingwebhookconfigurations create': 'first apply of the pod webhook',
   'admissionregistration.k8s.io/validatingwebhookconfigurations create': 'first apply of the runner webhooks',
+  // Looked up at start-up (get), deleted only when an earlier paddock build left it.
+  'admissionregistration.k8s.io/mutatingwebhookconfigurations delete':
+    'the mutating runner resources configuration of an earlier build',
   // Reads outside the caches: a re-read after a conflicting write (runtime/objects.ts), the pod
   // webhook's owner chain when the cache has not seen a new StatefulSet yet, the reservation writer's
   // re-read of an HRA after a conflict.
