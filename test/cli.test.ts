@@ -316,30 +316,37 @@ describe('paddock run', () => {
     });
     const githubUrl = `http://127.0.0.1:${(slowRefusal.address() as net.AddressInfo).port}`;
     const port = await freePort();
-    const { values } = parseFlags(
-      RUN_FLAGS,
-      [
-        '--watch-namespace',
-        ns.name,
-        '--metrics-addr',
-        '0',
-        '--health-probe-addr',
-        '0',
-        '--webhook-addr',
-        `127.0.0.1:${port}`,
-        '--webhook-url',
-        `https://127.0.0.1:${port}`,
-        // Where the webhook keeps its certificates.
-        '--leader-election-namespace',
-        ns.name,
-      ],
-      { GITHUB_TOKEN: 'ghp_wrong', GITHUB_URL: githubUrl },
-    );
-    const starting = startPaddock(runConfig(values), {
-      kubeConfig: ns.cluster.kubeConfig,
-      log: createLogger({ level: 'silent' }),
-    });
-    starting.catch(() => undefined);
+    const config = (env: Record<string, string>) =>
+      runConfig(
+        parseFlags(
+          RUN_FLAGS,
+          [
+            '--watch-namespace',
+            ns.name,
+            '--metrics-addr',
+            '0',
+            '--health-probe-addr',
+            '0',
+            '--webhook-addr',
+            `127.0.0.1:${port}`,
+            '--webhook-url',
+            `https://127.0.0.1:${port}`,
+            // Where the webhook keeps its certificates.
+            '--leader-election-namespace',
+            ns.name,
+          ],
+          env,
+        ).values,
+      );
+    const refusedStart = () => {
+      const starting = startPaddock(config({ GITHUB_TOKEN: 'ghp_wrong', GITHUB_URL: githubUrl }), {
+        kubeConfig: ns.cluster.kubeConfig,
+        log: createLogger({ level: 'silent' }),
+      });
+      starting.catch(() => undefined);
+      return starting;
+    };
+    const starting = refusedStart();
     const listening = () =>
       new Promise<boolean>((resolve) => {
         const socket = net.connect(port, '127.0.0.1', () => {
@@ -362,6 +369,36 @@ describe('paddock run', () => {
         );
       }
     }
+
+    // Published by a start that works, then a restart refused: the webhook, which found them current,
+    // served while GitHub was checked, and is stopped; they are left as they were.
+    t.after(() => deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name));
+    const good = await startPaddock(config({ GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl }), {
+      kubeConfig: ns.cluster.kubeConfig,
+      log: createLogger({ level: 'silent' }),
+    });
+    await good.stop();
+    const versions = async () =>
+      Promise.all(
+        [
+          `mutatingwebhookconfigurations/${DEFAULT_WEBHOOK_CONFIGURATION_NAME}-${ns.name}`,
+          `validatingwebhookconfigurations/${DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME}-${ns.name}`,
+        ].map(
+          async (p) =>
+            (
+              await kube.request<{ metadata: { resourceVersion: string } }>(
+                'GET',
+                `/apis/admissionregistration.k8s.io/v1/${p}`,
+              )
+            ).metadata.resourceVersion,
+        ),
+      );
+    const published = await versions();
+    const restart = refusedStart();
+    await eventually('the webhook listening again while GitHub is checked', listening, 10_000);
+    await assert.rejects(restart, /GitHub credentials do not work/);
+    assert.equal(await listening(), false, 'the webhook server is stopped after the refusal');
+    assert.deepEqual(await versions(), published, 'the configurations are untouched');
   });
 
   test('GitHub rate limiting or failing at start-up: paddock starts anyway and says why', async (t) => {

@@ -497,8 +497,10 @@ export async function startPaddock(
   if (refused) {
     runnerPods.stop();
     await manager.stop().catch(() => undefined);
-    // The webhook stops its server itself when the checks refuse.
+    // A webhook that had to write stops its server itself when the checks refuse; one that had
+    // nothing to write may be serving already.
     await Promise.allSettled(starting);
+    await webhook?.stop().catch(() => undefined);
     clients.pool.close();
     defaultClient?.close();
     throw refused;
@@ -667,8 +669,8 @@ async function startWebhook(
     ]);
   try {
     // Read now, written (when not current) only once the start-up checks pass; a refusal stops
-    // the server.
-    await Promise.all([publishCaBundle(certs.ca.cert, cleared), cleared]);
+    // the server. Current ones (a restart) need no wait: nothing is written.
+    await publishCaBundle(certs.ca.cert, cleared);
   } catch (err) {
     await server.stop();
     throw err;
