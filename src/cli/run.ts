@@ -41,10 +41,12 @@ import {
   kubeRunnerPodCluster,
   loadOrCreateWebhookCertificates,
   MUTATE_RUNNER_POD_PATH,
+  readingAhead,
   runnerPodAdmissionHandler,
   runnerResourceAdmissionHandlers,
   WebhookCertificateRenewal,
   WebhookServer,
+  webhookConfigurationPaths,
 } from '../webhooks/index.ts';
 import { type FlagValues, parseFlags, renderHelp, UsageError } from './flags.ts';
 import { type RunningGitHubWebhook, startGitHubWebhook } from './github-webhook.ts';
@@ -615,6 +617,12 @@ async function startWebhook(
     statefulSets: statefulSetInformer(manager, config.watchNamespace).store,
     runnerSets: manager.informer<RunnerSet>(RUNNER_SETS, watched).store,
   });
+  // One set of configurations per watched namespace, so several paddocks can share a cluster.
+  const suffix = config.watchNamespace ? `-${config.watchNamespace}` : '';
+  const podConfiguration = `${DEFAULT_WEBHOOK_CONFIGURATION_NAME}${suffix}`;
+  const resourceConfiguration = `${DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME}${suffix}`;
+  // Read while the certificates load: on a restart they are current and nothing is left to do.
+  const kube = readingAhead(manager.http, webhookConfigurationPaths(podConfiguration, resourceConfiguration));
   const [certs, owner] = await Promise.all([
     loadCertificates(),
     ownerOfConfigurations(manager.http, config.webhook.ownerClusterRole),
@@ -639,15 +647,13 @@ async function startWebhook(
   const port = await server.start();
   const baseUrl = url ? `${url.protocol}//${url.host.replace(/:0$/, `:${port}`)}` : undefined;
   const service = { namespace, name: config.webhook.service, port: 443 };
-  // One set of configurations per watched namespace, so several paddocks can share a cluster.
-  const suffix = config.watchNamespace ? `-${config.watchNamespace}` : '';
   // Every configuration carries the CA, so a renewal republishes them all.
   const publishCaBundle = (caBundle: string, writesAfter?: Promise<void>) =>
     Promise.all([
       applyRunnerPodWebhookConfiguration(
-        manager.http,
+        kube,
         {
-          name: `${DEFAULT_WEBHOOK_CONFIGURATION_NAME}${suffix}`,
+          name: podConfiguration,
           clientConfig: baseUrl ? { url: `${baseUrl}${MUTATE_RUNNER_POD_PATH}` } : { service },
           caBundle,
           owner,
@@ -656,9 +662,9 @@ async function startWebhook(
         writesAfter,
       ),
       applyRunnerResourceWebhookConfigurations(
-        manager.http,
+        kube,
         {
-          name: `${DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME}${suffix}`,
+          name: resourceConfiguration,
           endpoint: baseUrl ? { baseUrl } : { service },
           caBundle,
           owner,

@@ -9,8 +9,10 @@ import {
   deleteRunnerPodWebhookConfiguration,
   deleteRunnerResourceWebhookConfigurations,
   holdsFields,
+  readingAhead,
   runnerPodWebhookConfiguration,
   runnerResourceWebhookConfiguration,
+  webhookConfigurationPaths,
 } from './configuration.ts';
 
 const CA = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
@@ -389,6 +391,30 @@ describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations',
       refusal,
     );
     assert.deepEqual(api.methods(), ['GET', 'GET'], 'a new CA is not written');
+  });
+
+  test('readingAhead: the GETs the apply functions make, sent at once and answered once', async () => {
+    const api = new FakeConfigurationApi();
+    const ahead = readingAhead(api.http, webhookConfigurationPaths('pods-ns1', 'resources-ns1'));
+    assert.deepEqual(api.methods(), ['GET', 'GET', 'GET'], 'sent before any apply');
+    const apply = () =>
+      Promise.all([
+        applyRunnerPodWebhookConfiguration(ahead, {
+          name: 'pods-ns1',
+          clientConfig: { url: 'https://x/y' },
+          caBundle: CA,
+        }),
+        applyRunnerResourceWebhookConfigurations(ahead, {
+          name: 'resources-ns1',
+          endpoint: { baseUrl: 'https://x' },
+          caBundle: CA,
+        }),
+      ]);
+    await apply();
+    assert.deepEqual(api.methods(), ['GET', 'GET', 'GET', 'PATCH', 'PATCH'], 'no GET again: the paths match');
+    api.calls.length = 0;
+    await apply();
+    assert.deepEqual(api.methods().sort(), ['GET', 'GET', 'GET'], 'later reads go to the server');
   });
 
   test('a failure other than NotFound on delete is reported', async () => {

@@ -151,7 +151,7 @@ export function holdsFields(actual: unknown, wanted: unknown): boolean {
  * A write waits for `writesAfter` (paddock's start-up checks); the GET does not.
  */
 async function applyUnlessCurrent(
-  http: KubeHttp,
+  http: KubeRequests,
   path: string,
   body: Record<string, unknown>,
   writesAfter?: Promise<unknown>,
@@ -178,9 +178,47 @@ async function applyUnlessCurrent(
   });
 }
 
+/** What applying a configuration needs of the API client. */
+export type KubeRequests = Pick<KubeHttp, 'request'>;
+
+/**
+ * The paths the apply functions below GET for the configurations named `podName` and
+ * `resourcesName`: sent early with `readingAhead`, they need not wait for the CA.
+ */
+export function webhookConfigurationPaths(podName: string, resourcesName: string): string[] {
+  const resources = encodeURIComponent(resourcesName);
+  return [
+    `${BASE}/${encodeURIComponent(podName)}`,
+    `${VALIDATING_BASE}/${resources}`,
+    `${BASE}/${resources}`,
+  ];
+}
+
+/**
+ * `http`, with the GETs of `paths` sent now: the first GET of each is answered from that request,
+ * any other request goes to the server when made. At start-up the configurations can be read while
+ * the certificates load, so that a restart has nothing left to do once they have.
+ */
+export function readingAhead(http: KubeRequests, paths: readonly string[]): KubeRequests {
+  const early = new Map<string, Promise<unknown>>();
+  for (const path of paths) {
+    const read = http.request('GET', path);
+    read.catch(() => undefined); // handled by the request that takes it, if any
+    early.set(path, read);
+  }
+  return {
+    request: ((method: string, path: string, opts?: object) => {
+      const read = method === 'GET' && opts === undefined ? early.get(path) : undefined;
+      if (!read) return http.request(method as never, path, opts as never);
+      early.delete(path);
+      return read;
+    }) as KubeHttp['request'],
+  };
+}
+
 /** Creates or updates the configuration (server-side apply, forcing our fields) unless it is current. */
 export async function applyRunnerPodWebhookConfiguration(
-  http: KubeHttp,
+  http: KubeRequests,
   options: RunnerPodWebhookOptions,
   writesAfter?: Promise<unknown>,
 ): Promise<Record<string, unknown>> {
@@ -302,7 +340,7 @@ export function runnerResourceWebhookConfiguration(
  * and removes the mutating one of the same name that earlier versions of paddock registered.
  */
 export async function applyRunnerResourceWebhookConfigurations(
-  http: KubeHttp,
+  http: KubeRequests,
   options: RunnerResourceWebhookOptions,
   writesAfter?: Promise<unknown>,
 ): Promise<void> {
@@ -315,7 +353,11 @@ export async function applyRunnerResourceWebhookConfigurations(
 }
 
 /** Looks first, so that only a configuration that is there waits for `writesAfter` to be deleted. */
-async function deleteIfPresent(http: KubeHttp, path: string, writesAfter?: Promise<unknown>): Promise<void> {
+async function deleteIfPresent(
+  http: KubeRequests,
+  path: string,
+  writesAfter?: Promise<unknown>,
+): Promise<void> {
   try {
     await http.request('GET', path);
   } catch (err) {
@@ -326,7 +368,7 @@ async function deleteIfPresent(http: KubeHttp, path: string, writesAfter?: Promi
   await deleteIgnoringNotFound(http, path);
 }
 
-async function deleteIgnoringNotFound(http: KubeHttp, path: string): Promise<void> {
+async function deleteIgnoringNotFound(http: KubeRequests, path: string): Promise<void> {
   try {
     await http.request('DELETE', path);
   } catch (err) {

@@ -29,8 +29,10 @@ export {
   deleteRunnerPodWebhookConfiguration,
   deleteRunnerResourceWebhookConfigurations,
   RUNNER_POD_WEBHOOK_NAME,
+  readingAhead,
   runnerPodWebhookConfiguration,
   runnerResourceWebhookConfiguration,
+  webhookConfigurationPaths,
 } from './configuration.ts';
 export type { JitCollisionVerdict } from './jit-collision.ts';
 export { recordedRunnerFor, staleRunnerVerdict } from './jit-collision.ts';
