@@ -17,7 +17,7 @@ import {
   DEFAULT_WEBHOOK_CONFIGURATION_NAME,
 } from '../src/webhooks/configuration.ts';
 import { eventually, namespaceFixture } from './support/cluster.ts';
-import { deleteTestWebhookConfiguration } from './support/paddock.ts';
+import { deleteTestWebhookConfiguration, startTestPaddock } from './support/paddock.ts';
 import { duplicateKeys } from './support/strict-json.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -316,33 +316,17 @@ describe('paddock run', () => {
     });
     const githubUrl = `http://127.0.0.1:${(slowRefusal.address() as net.AddressInfo).port}`;
     const port = await freePort();
-    const config = (env: Record<string, string>) =>
-      runConfig(
-        parseFlags(
-          RUN_FLAGS,
-          [
-            '--watch-namespace',
-            ns.name,
-            '--metrics-addr',
-            '0',
-            '--health-probe-addr',
-            '0',
-            '--webhook-addr',
-            `127.0.0.1:${port}`,
-            '--webhook-url',
-            `https://127.0.0.1:${port}`,
-            // Where the webhook keeps its certificates.
-            '--leader-election-namespace',
-            ns.name,
-          ],
-          env,
-        ).values,
-      );
-    const refusedStart = () => {
-      const starting = startPaddock(config({ GITHUB_TOKEN: 'ghp_wrong', GITHUB_URL: githubUrl }), {
+    // The test helper's paddock, with the webhook on a port that stays the same across its starts.
+    const start = (env: Record<string, string>) =>
+      startTestPaddock({
         kubeConfig: ns.cluster.kubeConfig,
-        log: createLogger({ level: 'silent' }),
+        namespace: ns.name,
+        env,
+        flags: ['--webhook-addr', `127.0.0.1:${port}`, '--webhook-url', `https://127.0.0.1:${port}`],
+        logLevel: 'silent',
       });
+    const refusedStart = () => {
+      const starting = start({ GITHUB_TOKEN: 'ghp_wrong', GITHUB_URL: githubUrl });
       starting.catch(() => undefined);
       return starting;
     };
@@ -373,10 +357,7 @@ describe('paddock run', () => {
     // Published by a start that works, then a restart refused: the webhook, which found them current,
     // served while GitHub was checked, and is stopped; they are left as they were.
     t.after(() => deleteTestWebhookConfiguration(ns.cluster.kubeConfig, ns.name));
-    const good = await startPaddock(config({ GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl }), {
-      kubeConfig: ns.cluster.kubeConfig,
-      log: createLogger({ level: 'silent' }),
-    });
+    const { paddock: good } = await start({ GITHUB_TOKEN: token, GITHUB_URL: double.apiUrl });
     await good.stop();
     const versions = async () =>
       Promise.all(

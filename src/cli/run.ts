@@ -472,13 +472,13 @@ export async function startPaddock(
   // wait, and they cost nothing if a check fails (stop() ends them). With --install-crds they wait
   // for the CRDs.
   if (!config.installCrds) manager.startCaches();
-  const preflight = preflightChecks(manager, config, server, credentialsChecked);
-  // What the webhook publishes its configurations after: the checks passed (and the CRDs installed).
-  const cleared = preflight.then(async (refused) => {
+  // The checks passed (their refusal is thrown) and the CRDs are installed: what the controllers,
+  // and the webhook's configuration writes, wait for.
+  const cleared = preflightChecks(manager, config, server, credentialsChecked).then(async (refused) => {
     if (refused) throw refused;
     if (config.installCrds) await installCrds(manager.http);
   });
-  // A refusal is thrown below from `preflight`; here it must not count as unhandled.
+  // Awaited below; until then a refusal must not count as unhandled.
   cleared.catch(() => undefined);
   let webhook: RunningWebhook | undefined;
   let githubWebhook: RunningGitHubWebhook | undefined;
@@ -495,25 +495,13 @@ export async function startPaddock(
     started.catch(() => undefined);
     starting.push(started);
   }
-  const refused = await preflight;
-  if (refused) {
-    runnerPods.stop();
-    await manager.stop().catch(() => undefined);
-    // A webhook that had to write stops its server itself when the checks refuse; one that had
-    // nothing to write may be serving already.
-    await Promise.allSettled(starting);
-    await webhook?.stop().catch(() => undefined);
-    clients.pool.close();
-    defaultClient?.close();
-    throw refused;
-  }
-  if (!defaultClient) {
-    log.warn(
-      'no default GitHub credentials: only runners whose resources name a githubAPICredentialsFrom Secret can be managed',
-    );
-  }
   try {
     await cleared;
+    if (!defaultClient) {
+      log.warn(
+        'no default GitHub credentials: only runners whose resources name a githubAPICredentialsFrom Secret can be managed',
+      );
+    }
     for (const c of manager.allControllers) c.resyncEvery(config.syncPeriodMs);
 
     // The servers start while the caches list (neither waits for the other); /readyz waits for all.
@@ -538,7 +526,8 @@ export async function startPaddock(
     // Nothing may keep the process alive after a failed start: it must exit with the reason.
     runnerPods.stop();
     await manager.stop().catch(() => undefined);
-    // A server still starting is stopped once it has started (or failed to).
+    // A server still starting is stopped once it has started (or failed to). A webhook whose
+    // configurations needed a write stops itself on a refusal; one that needed none is serving.
     await Promise.allSettled(starting);
     await githubWebhook?.stop().catch(() => undefined);
     await webhook?.stop().catch(() => undefined);

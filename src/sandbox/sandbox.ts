@@ -1164,13 +1164,8 @@ export class Sandbox {
    * process start to each step; empty when unreadable.
    */
   private async startupStepsMs(): Promise<Record<string, number>> {
-    const text = this.metricsUrl
-      ? await fetch(`${this.metricsUrl}/metrics`, { signal: AbortSignal.timeout(5000) })
-          .then((r) => (r.ok ? r.text() : ''))
-          .catch(() => '')
-      : '';
     const steps: Record<string, number> = {};
-    for (const line of text.split('\n')) {
+    for (const line of ((await this.scrapeMetrics()) ?? '').split('\n')) {
       const m = /^process_startup_step_seconds\{step="([^"]+)"\} ([\d.e+-]+)$/.exec(line);
       if (m) steps[m[1]!] = Math.round(Number(m[2]) * 1000);
     }
@@ -1292,12 +1287,17 @@ export class Sandbox {
     return s;
   }
 
-  /** paddock's own count of runner listings by reason, summed over credentials; undefined when unreadable. */
-  private async listingsByReason(): Promise<Record<string, number> | undefined> {
+  /** paddock's /metrics now; undefined when it does not answer. */
+  private async scrapeMetrics(): Promise<string | undefined> {
     if (!this.metricsUrl) return undefined;
-    const text = await fetch(`${this.metricsUrl}/metrics`, { signal: AbortSignal.timeout(5000) })
+    return fetch(`${this.metricsUrl}/metrics`, { signal: AbortSignal.timeout(5000) })
       .then((r) => (r.ok ? r.text() : undefined))
       .catch(() => undefined);
+  }
+
+  /** paddock's own count of runner listings by reason, summed over credentials; undefined when unreadable. */
+  private async listingsByReason(): Promise<Record<string, number> | undefined> {
+    const text = await this.scrapeMetrics();
     if (text === undefined) return undefined;
     const counts: Record<string, number> = {};
     for (const line of text.split('\n')) {

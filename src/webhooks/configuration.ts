@@ -22,6 +22,8 @@ export const DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME = 'paddock-runner-resour
 
 const BASE = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
 const VALIDATING_BASE = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations';
+/** The API path of the mutating (`BASE`) or validating configuration `name`. */
+const configurationPath = (base: string, name: string) => `${base}/${encodeURIComponent(name)}`;
 
 /**
  * A cluster-scoped owner (the release's ClusterRole): the garbage collector deletes the configuration
@@ -186,11 +188,10 @@ export type KubeRequests = Pick<KubeHttp, 'request'>;
  * `resourcesName`: sent early with `readingAhead`, they need not wait for the CA.
  */
 export function webhookConfigurationPaths(podName: string, resourcesName: string): string[] {
-  const resources = encodeURIComponent(resourcesName);
   return [
-    `${BASE}/${encodeURIComponent(podName)}`,
-    `${VALIDATING_BASE}/${resources}`,
-    `${BASE}/${resources}`,
+    configurationPath(BASE, podName),
+    configurationPath(VALIDATING_BASE, resourcesName),
+    configurationPath(BASE, resourcesName),
   ];
 }
 
@@ -224,7 +225,7 @@ export async function applyRunnerPodWebhookConfiguration(
 ): Promise<Record<string, unknown>> {
   const body = runnerPodWebhookConfiguration(options);
   const name = (body.metadata as { name: string }).name;
-  return applyUnlessCurrent(http, `${BASE}/${encodeURIComponent(name)}`, body, writesAfter);
+  return applyUnlessCurrent(http, configurationPath(BASE, name), body, writesAfter);
 }
 
 /** Deletes the configuration; absent is fine. */
@@ -233,7 +234,7 @@ export async function deleteRunnerPodWebhookConfiguration(
   name = DEFAULT_WEBHOOK_CONFIGURATION_NAME,
 ): Promise<void> {
   try {
-    await http.request('DELETE', `${BASE}/${encodeURIComponent(name)}`);
+    await http.request('DELETE', configurationPath(BASE, name));
   } catch (err) {
     if (!isNotFound(err)) throw err;
   }
@@ -345,10 +346,10 @@ export async function applyRunnerResourceWebhookConfigurations(
   writesAfter?: Promise<unknown>,
 ): Promise<void> {
   const validating = runnerResourceWebhookConfiguration(options);
-  const name = encodeURIComponent((validating.metadata as { name: string }).name);
+  const name = (validating.metadata as { name: string }).name;
   await Promise.all([
-    applyUnlessCurrent(http, `${VALIDATING_BASE}/${name}`, validating, writesAfter),
-    deleteIfPresent(http, `${BASE}/${name}`, writesAfter),
+    applyUnlessCurrent(http, configurationPath(VALIDATING_BASE, name), validating, writesAfter),
+    deleteIfPresent(http, configurationPath(BASE, name), writesAfter),
   ]);
 }
 
@@ -382,8 +383,8 @@ export async function deleteRunnerResourceWebhookConfigurations(
   name = DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME,
 ): Promise<void> {
   // The validating one first: it is the one that turns requests away.
-  await deleteIgnoringNotFound(http, `${VALIDATING_BASE}/${encodeURIComponent(name)}`);
-  await deleteIgnoringNotFound(http, `${BASE}/${encodeURIComponent(name)}`);
+  await deleteIgnoringNotFound(http, configurationPath(VALIDATING_BASE, name));
+  await deleteIgnoringNotFound(http, configurationPath(BASE, name));
 }
 
 /**
