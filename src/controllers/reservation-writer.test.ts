@@ -5,6 +5,7 @@ import type { HorizontalRunnerAutoscaler } from '../api/index.ts';
 import { FakeClock } from '../runtime/clock.ts';
 import { KubeError } from '../runtime/errors.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
+import { Store } from '../runtime/store.ts';
 import { DEFAULT_TRIGGER_DURATION_MS as D, type JobOp } from './capacity-reservations.ts';
 import { ReservationWriter } from './reservation-writer.ts';
 
@@ -174,6 +175,49 @@ describe('ReservationWriter', () => {
     assert.equal(w.depth, 0);
     assert.equal(w.add(target, q(3)), true);
     await w.idle();
+  });
+});
+
+describe('ReservationWriter with an informer cache', () => {
+  test('a cache that has not seen our last write yet is not what a later delivery is planned on', async () => {
+    const clock = new FakeClock();
+    const { api, http } = fakeApi();
+    const cache = new Store<HorizontalRunnerAutoscaler>();
+    cache.set(structuredClone(api.object!)); // generation 1, no reservations; the watch then stalls
+    const w = new ReservationWriter({ http, clock, log, cache });
+    w.add(target, q(1));
+    await w.idle();
+    assert.deepEqual(names(api.object), ['job-1@o/r']);
+    // The queue emptied; the job completes before the watch has delivered our write.
+    w.add(target, c(1));
+    await w.idle();
+    assert.deepEqual(names(api.object), [], 'released, not judged unchanged on the stale cache');
+    assert.equal(api.gets, 0, 'planned on our own answers, no read needed');
+  });
+
+  test('once the cache has caught up it is read again, and a remade HRA is not confused with the old one', async () => {
+    const clock = new FakeClock();
+    const { api, http } = fakeApi();
+    const cache = new Store<HorizontalRunnerAutoscaler>();
+    api.object!.metadata.uid = 'old';
+    cache.set(structuredClone(api.object!));
+    const w = new ReservationWriter({ http, clock, log, cache });
+    w.add(target, q(1));
+    await w.idle();
+    // The HRA is deleted and made again with the same name; the cache sees the new one first.
+    api.object!.metadata.uid = 'new';
+    api.object!.spec.capacityReservations = [];
+    api.edit();
+    cache.set(structuredClone({ ...api.object!, metadata: { ...api.object!.metadata, generation: 1 } }));
+    api.object!.metadata.generation = 1;
+    w.add(target, q(2));
+    await w.idle();
+    assert.deepEqual(
+      names(api.object),
+      ['job-2@o/r'],
+      'planned on the new HRA, not on our answer about the old',
+    );
+    assert.equal(api.gets, 0);
   });
 });
 

@@ -51,14 +51,18 @@ interface HraState {
   writing: boolean;
   failures: number;
   retry: Timer | undefined;
-  /** The answer to our last patch: newer than the cache until the watch catches up. */
-  written: HorizontalRunnerAutoscaler | undefined;
 }
 
 export class ReservationWriter {
   private readonly opts: ReservationWriterOptions;
   private readonly limit: number;
   private readonly hras = new Map<string, HraState>();
+  /**
+   * The answer to our last patch of each HRA, newer than the cache until the watch catches up. It
+   * outlives the HRA's queue: a delivery that comes after the queue emptied must not be planned
+   * on a cache that has not seen our write yet (a release would be judged "unchanged" and lost).
+   */
+  private readonly written = new Map<string, HorizontalRunnerAutoscaler>();
   private readonly completed = new Map<number, number>();
   private queued = 0;
   private stopped = false;
@@ -97,7 +101,7 @@ export class ReservationWriter {
     const key = `${hra.namespace}/${hra.name}`;
     let state = this.hras.get(key);
     if (!state) {
-      state = { pending: [], writing: false, failures: 0, retry: undefined, written: undefined };
+      state = { pending: [], writing: false, failures: 0, retry: undefined };
       this.hras.set(key, state);
     }
     state.pending.push(op);
@@ -149,7 +153,7 @@ export class ReservationWriter {
     const ops = state.pending.splice(0);
     const log = this.opts.log.child({ horizontalrunnerautoscaler: key });
     try {
-      await this.write(key, state, ops, log);
+      await this.write(key, ops, log);
       this.queued -= ops.length;
       state.failures = 0;
     } catch (err) {
@@ -174,13 +178,17 @@ export class ReservationWriter {
       void this.flush(key, state);
       return;
     }
-    if (state.pending.length === 0 && !state.retry) this.hras.delete(key);
+    if (state.pending.length === 0 && !state.retry) {
+      this.hras.delete(key);
+      // Without a cache the next delivery reads the API server, which is fresher than our answer.
+      if (!this.opts.cache) this.written.delete(key);
+    }
     this.wakeIdle();
   }
 
-  private async write(key: string, state: HraState, ops: JobOp[], log: Logger): Promise<void> {
+  private async write(key: string, ops: JobOp[], log: Logger): Promise<void> {
     const [namespace, name] = key.split('/') as [string, string];
-    let hra = this.freshest(key, state);
+    let hra = this.freshest(key);
     for (let attempt = 1; ; attempt++) {
       if (!hra) {
         try {
@@ -190,12 +198,12 @@ export class ReservationWriter {
           );
         } catch (err) {
           if (!isNotFound(err)) throw err;
-          this.gone(ops, log);
+          this.gone(key, ops, log);
           return;
         }
       }
       if (hra.metadata.deletionTimestamp) {
-        this.gone(ops, log);
+        this.gone(key, ops, log);
         return;
       }
       const current = reservationsFromSpec(hra.spec.capacityReservations);
@@ -205,7 +213,7 @@ export class ReservationWriter {
         return;
       }
       try {
-        state.written = await jsonPatch<HorizontalRunnerAutoscaler>(
+        const answer = await jsonPatch<HorizontalRunnerAutoscaler>(
           this.opts.http,
           HORIZONTAL_RUNNER_AUTOSCALERS,
           hra,
@@ -214,12 +222,13 @@ export class ReservationWriter {
             { op: 'add', path: '/spec/capacityReservations', value: next.map(reservationToSpec) },
           ],
         );
+        this.written.set(key, answer);
         this.writes?.inc({ result: 'written' });
         log.debug({ reservations: next.length, jobs: ops.length }, 'wrote capacity reservations');
         return;
       } catch (err) {
         if (isNotFound(err)) {
-          this.gone(ops, log);
+          this.gone(key, ops, log);
           return;
         }
         // A failed `test` is the API server's 422: someone changed the spec since we read it.
@@ -236,24 +245,31 @@ export class ReservationWriter {
           return;
         }
         this.writes?.inc({ result: 'conflict' });
-        state.written = undefined;
+        this.written.delete(key);
         hra = undefined;
       }
     }
   }
 
-  private gone(ops: JobOp[], log: Logger): void {
+  private gone(key: string, ops: JobOp[], log: Logger): void {
+    this.written.delete(key);
     this.writes?.inc({ result: 'gone' });
     log.info({ jobs: ops.length }, 'horizontalrunnerautoscaler is gone; its deliveries are dropped');
   }
 
   /** Our own last write or the cache, whichever has seen more of the spec. */
-  private freshest(key: string, state: HraState): HorizontalRunnerAutoscaler | undefined {
+  private freshest(key: string): HorizontalRunnerAutoscaler | undefined {
     const cached = this.opts.cache?.get(key);
-    const written = state.written;
+    const written = this.written.get(key);
     if (!written) return cached;
-    if (!cached || (cached.metadata.generation ?? 0) < (written.metadata.generation ?? 0)) return written;
-    state.written = undefined;
+    if (!cached) return written;
+    // (A different uid: the HRA was deleted and made again; our answer was about the old one.)
+    if (
+      cached.metadata.uid === written.metadata.uid &&
+      (cached.metadata.generation ?? 0) < (written.metadata.generation ?? 0)
+    )
+      return written;
+    this.written.delete(key);
     return cached;
   }
 }
