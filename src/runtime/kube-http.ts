@@ -44,6 +44,8 @@ export interface RequestOptions {
   contentType?: string;
   signal?: AbortSignal;
   timeoutMs?: number;
+  /** Called once the request is on its way: its connection is open (or it failed). */
+  onSent?: () => void;
 }
 
 export interface WatchLine {
@@ -70,6 +72,10 @@ export class KubeHttp {
   /** Short requests share a keep-alive pool; each watch gets its own socket from another pool. */
   private readonly requestAgent: Agent;
   private readonly watchAgent: Agent;
+  /** GETs sent before anyone asked for them (start-up), by URL: the first GET of that URL takes one. */
+  private readonly readsAhead = new Map<string, Promise<unknown>>();
+  private readonly readsAheadSent: Promise<void>[] = [];
+  private readAheadsTaken = 0;
   private secureContext?: {
     ca: HttpsRequestOptions['ca'];
     cert: HttpsRequestOptions['cert'];
@@ -166,6 +172,7 @@ export class KubeHttp {
         },
         (res) => resolve({ res, req }),
       );
+      if (opts.onSent) whenOnItsWay(req, opts.onSent);
       if (opts.timeoutMs) {
         req.setTimeout(opts.timeoutMs, () =>
           req.destroy(new Error(`request timed out after ${opts.timeoutMs} ms`)),
@@ -179,8 +186,59 @@ export class KubeHttp {
     });
   }
 
+  /**
+   * Sends a GET now for whoever asks for it later: the first `request('GET', path, { query })` of
+   * the same URL is answered from it. At start-up the lists can go out while the rest of paddock's
+   * code is still loading. Nothing read ahead is kept past `dropReadsAhead()`.
+   */
+  readAhead(path: string, opts: Pick<RequestOptions, 'query' | 'timeoutMs'> = {}): void {
+    const key = this.readKey(path, opts.query);
+    if (this.readsAhead.has(key)) return;
+    let sent!: () => void;
+    this.readsAheadSent.push(new Promise<void>((resolve) => (sent = resolve)));
+    const read = this.request('GET', path, { ...opts, onSent: sent });
+    read.catch(() => undefined); // handled by the request that takes it, if any
+    read.finally(sent).catch(() => undefined);
+    this.readsAhead.set(key, read);
+  }
+
+  /**
+   * Resolves once every read ahead is on its way (connected, TLS done, request written): what is
+   * left is the server's work. Until then a long synchronous task, such as compiling code, would
+   * hold the handshakes back, since they need this thread.
+   */
+  async readsAheadOnTheirWay(): Promise<void> {
+    await Promise.all(this.readsAheadSent);
+  }
+
+  /**
+   * Forgets what no request has taken (a later GET reads the server again) and says what was taken
+   * and what was not: a read ahead that nobody took was sent for nothing.
+   */
+  dropReadsAhead(): { taken: number; untaken: string[] } {
+    const untaken = [...this.readsAhead.keys()];
+    this.readsAhead.clear();
+    return { taken: this.readAheadsTaken, untaken };
+  }
+
+  /** The key of a read: path and sorted query, as the server sees them. */
+  readKey(path: string, query?: RequestOptions['query']): string {
+    const u = this.url(path, query);
+    u.searchParams.sort();
+    return `${u.pathname}${u.search}`;
+  }
+
   /** One request; resolves with the decoded JSON body, throws KubeError for non-2xx. */
   async request<T = unknown>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
+    if (this.readsAhead.size > 0 && method === 'GET' && opts.body === undefined) {
+      const key = this.readKey(path, opts.query);
+      const read = this.readsAhead.get(key);
+      if (read) {
+        this.readsAhead.delete(key);
+        this.readAheadsTaken++;
+        return (opts.signal ? untilAborted(read, opts.signal) : read) as Promise<T>;
+      }
+    }
     const { res } = await this.open(method, path, { timeoutMs: 60_000, ...opts }, this.requestAgent);
     const chunks: Buffer[] = [];
     for await (const c of res) chunks.push(c as Buffer);
@@ -247,9 +305,36 @@ export class KubeHttp {
   }
 
   close(): void {
+    this.readsAhead.clear();
     this.requestAgent.destroy();
     this.watchAgent.destroy();
   }
+}
+
+/** Calls `done` once `req`'s connection is open (TLS included) or the request failed. */
+function whenOnItsWay(req: ClientRequest, done: () => void): void {
+  let called = false;
+  const once = () => {
+    if (called) return;
+    called = true;
+    done();
+  };
+  req.once('error', once);
+  req.once('response', once);
+  req.once('socket', (socket) => {
+    if (req.reusedSocket) return once();
+    socket.once(socket instanceof tls.TLSSocket ? 'secureConnect' : 'connect', once);
+  });
+}
+
+/** `read`, or the signal's reason once it aborts (the read itself goes on: others may not want it). */
+function untilAborted<T>(read: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason ?? new Error('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    read.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 type Pem = string | Buffer | (string | Buffer | tls.KeyObject)[] | tls.KeyObject[] | undefined;

@@ -29,7 +29,6 @@ export {
   deleteRunnerPodWebhookConfiguration,
   deleteRunnerResourceWebhookConfigurations,
   RUNNER_POD_WEBHOOK_NAME,
-  readingAhead,
   runnerPodWebhookConfiguration,
   runnerResourceWebhookConfiguration,
   webhookConfigurationPaths,
