@@ -1,8 +1,9 @@
-import type { Agent, ClientRequest, IncomingMessage } from 'node:http';
+import type { Agent, ClientRequest } from 'node:http';
 import type { RequestOptions as HttpsRequestOptions } from 'node:https';
 import readline from 'node:readline';
 import tls from 'node:tls';
 import { KubeError, kubeErrorFromResponse } from './errors.ts';
+import { Http2Connection, type OpenResponse } from './kube-http2.ts';
 import { http, https } from './node-builtins.ts';
 
 /**
@@ -54,7 +55,8 @@ export interface WatchLine {
 }
 
 /**
- * Connections the short requests may hold open at once; more wait in the agent's queue. Each TLS
+ * Over HTTP/1.1 (a server without HTTP/2, plain http, or DISABLE_HTTP2), the connections the short
+ * requests may hold open at once; more wait in the agent's queue. Each TLS
  * connection opened costs about 150 KB of native memory, most of which stays after it closes, so the
  * pool's peak sets a lasting share of the process's memory. At 1,000 runners a pool of 50 filled up
  * (64 sockets in all, with the watches); with 16: 31 sockets, steady RSS 114.7–120.2 MiB against
@@ -72,6 +74,8 @@ export class KubeHttp {
   /** Short requests share a keep-alive pool; each watch gets its own socket from another pool. */
   private readonly requestAgent: Agent;
   private readonly watchAgent: Agent;
+  /** Every request and watch as a stream of one connection, when the server speaks HTTP/2. */
+  private readonly h2: Http2Connection | undefined;
   /** GETs sent before anyone asked for them (start-up), by URL: the first GET of that URL takes one. */
   private readonly readsAhead = new Map<string, Promise<unknown>>();
   private readonly readsAheadSent: Promise<void>[] = [];
@@ -83,7 +87,14 @@ export class KubeHttp {
     context: tls.SecureContext;
   };
 
-  constructor(kc: ClusterAccess) {
+  /**
+   * `http2`: use HTTP/2 when an https server offers it (default: unless DISABLE_HTTP2 is set, as
+   * client-go reads it); `pingIntervalMs`/`pingTimeoutMs`: how a silent connection is found out.
+   */
+  constructor(
+    kc: ClusterAccess,
+    opts: { http2?: boolean; pingIntervalMs?: number; pingTimeoutMs?: number } = {},
+  ) {
     this.kc = kc;
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error('kubeconfig has no current cluster');
@@ -92,6 +103,14 @@ export class KubeHttp {
     const Agent = this.server.protocol === 'http:' ? http.Agent : https.Agent;
     this.requestAgent = new Agent({ keepAlive: true, maxSockets: MAX_REQUEST_CONNECTIONS });
     this.watchAgent = new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
+    const useHttp2 = opts.http2 ?? !process.env.DISABLE_HTTP2;
+    this.h2 =
+      useHttp2 && this.server.protocol === 'https:'
+        ? new Http2Connection(this.server, {
+            ...(opts.pingIntervalMs ? { pingIntervalMs: opts.pingIntervalMs } : {}),
+            ...(opts.pingTimeoutMs ? { pingTimeoutMs: opts.pingTimeoutMs } : {}),
+          })
+        : undefined;
   }
 
   get serverUrl(): string {
@@ -139,7 +158,7 @@ export class KubeHttp {
     path: string,
     opts: RequestOptions,
     agent: Agent,
-  ): Promise<{ res: IncomingMessage; req: ClientRequest }> {
+  ): Promise<OpenResponse> {
     const base = await this.baseOptions();
     const u = this.url(path, opts.query);
     const body =
@@ -157,6 +176,21 @@ export class KubeHttp {
       headers['content-type'] = opts.contentType ?? 'application/json';
       headers['content-length'] = String(Buffer.byteLength(body));
     }
+    if (this.h2?.usable && base.secureContext) {
+      const session = await this.h2.session({
+        secureContext: base.secureContext,
+        rejectUnauthorized: base.rejectUnauthorized,
+        servername: base.servername ?? undefined,
+      });
+      if (session) {
+        return this.h2.request(
+          session,
+          { ...headers, ':method': method, ':path': u.pathname + u.search },
+          body,
+          opts,
+        );
+      }
+    }
     return await new Promise((resolve, reject) => {
       const req = this.transport.request(
         {
@@ -170,7 +204,19 @@ export class KubeHttp {
           headers,
           ...(opts.signal ? { signal: opts.signal } : {}),
         },
-        (res) => resolve({ res, req }),
+        (res) =>
+          resolve({
+            status: res.statusCode ?? 0,
+            header: (name) => {
+              const v = res.headers[name.toLowerCase()];
+              return Array.isArray(v) ? v[0] : v;
+            },
+            body: res,
+            destroy: () => {
+              req.destroy();
+              res.destroy();
+            },
+          }),
       );
       if (opts.onSent) whenOnItsWay(req, opts.onSent);
       if (opts.timeoutMs) {
@@ -239,13 +285,13 @@ export class KubeHttp {
         return (opts.signal ? untilAborted(read, opts.signal) : read) as Promise<T>;
       }
     }
-    const { res } = await this.open(method, path, { timeoutMs: 60_000, ...opts }, this.requestAgent);
+    const res = await this.open(method, path, { timeoutMs: 60_000, ...opts }, this.requestAgent);
     const chunks: Buffer[] = [];
-    for await (const c of res) chunks.push(c as Buffer);
+    for await (const c of res.body) chunks.push(c as Buffer);
     const text = Buffer.concat(chunks).toString('utf8');
-    const status = res.statusCode ?? 0;
+    const { status } = res;
     if (status < 200 || status >= 300) {
-      throw kubeErrorFromResponse(status, text, res.headers['retry-after'] as string | undefined);
+      throw kubeErrorFromResponse(status, text, res.header('retry-after'));
     }
     return (text ? JSON.parse(text) : undefined) as T;
   }
@@ -260,31 +306,21 @@ export class KubeHttp {
     handlers: { onLine: (line: WatchLine) => void; onData?: () => void },
     signal: AbortSignal,
   ): Promise<void> {
-    const { res, req } = await this.open(
-      'GET',
-      path,
-      { query: { ...query, watch: 'true' }, signal },
-      this.watchAgent,
-    );
-    const status = res.statusCode ?? 0;
+    const res = await this.open('GET', path, { query: { ...query, watch: 'true' }, signal }, this.watchAgent);
+    const { status } = res;
     if (status !== 200) {
       const chunks: Buffer[] = [];
-      for await (const c of res) chunks.push(c as Buffer);
-      throw kubeErrorFromResponse(
-        status,
-        Buffer.concat(chunks).toString('utf8'),
-        res.headers['retry-after'] as string | undefined,
-      );
+      for await (const c of res.body) chunks.push(c as Buffer);
+      throw kubeErrorFromResponse(status, Buffer.concat(chunks).toString('utf8'), res.header('retry-after'));
     }
-    res.on('data', () => handlers.onData?.());
-    const rl = readline.createInterface({ input: res, crlfDelay: Number.POSITIVE_INFINITY });
+    res.body.on('data', () => handlers.onData?.());
+    const rl = readline.createInterface({ input: res.body, crlfDelay: Number.POSITIVE_INFINITY });
     // Destroying the response does not end readline's iterator; closing the interface does.
     const onAbort = () => {
       rl.close();
-      req.destroy();
       res.destroy();
     };
-    res.on('close', () => rl.close());
+    res.body.on('close', () => rl.close());
     signal.addEventListener('abort', onAbort, { once: true });
     try {
       for await (const line of rl) {
@@ -306,6 +342,7 @@ export class KubeHttp {
 
   close(): void {
     this.readsAhead.clear();
+    this.h2?.close();
     this.requestAgent.destroy();
     this.watchAgent.destroy();
   }
