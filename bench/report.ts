@@ -91,9 +91,7 @@ const coldStartWhy =
     const at = (step: string) => (typeof steps?.[step] === 'number' ? steps[step] : undefined);
     const boot = at('node.js bootstrapped');
     const code = at('code loaded');
-    // With a read ahead the first lists go out before the rest of the code has loaded.
-    const readAhead = at('reads sent ahead');
-    const listing = readAhead ?? at('caches started');
+    const listing = at('caches started');
     const synced = at('caches synced');
     const ready = at('ready');
     if (!steps || code === undefined || listing === undefined || synced === undefined || ready === undefined)
@@ -121,22 +119,15 @@ const coldStartWhy =
       (boot === undefined ? '' : ` Node.js was up at ${fixed(boot, 0)} ms,`) +
       ` paddock's code had loaded at ${fixed(code, 0)} ms` +
       (boot === undefined ? '' : ` (${fixed(code - boot, 0)} ms of loading)`) +
-      (readAhead === undefined
-        ? `, the caches started listing at ${fixed(listing, 0)} ms`
-        : `, the first lists had been sent ahead at ${fixed(listing, 0)} ms`) +
-      ` and the caches had all synced at ${fixed(synced, 0)} ms` +
+      `, the caches started listing at ${fixed(listing, 0)} ms and had all synced at ${fixed(synced, 0)} ms` +
       ` (${fixed(synced - listing, 0)} ms; the last: ${latest('cache synced: ') ?? '?'})` +
       (gates.length > 0 ? `, ${gates.join(', ')}` : '') +
       `; ready at ${fixed(ready, 0)} ms, last waiting for ${last}.`;
     const verdict =
       ` ${fixed(listing, 0)} ms pass before the first list is sent, leaving ${fixed(limit - listing, 0)} ms of the` +
-      ` ${fixed(limit, 0)} ms for lists that took ${fixed(synced - listing, 0)} ms here: ` +
-      (readAhead === undefined
-        ? 'meeting it needs the lists sent before the whole bundle has loaded (from a small first chunk, so' +
-          ' that the API server works while the rest compiles) or a faster machine.'
-        : 'they are already sent from a first chunk, before the rest of the code has loaded, so what is left' +
-          ' is Node.js and that chunk starting sooner, the lists being decoded sooner once the code has' +
-          ' loaded, or a faster machine.');
+      ` ${fixed(limit, 0)} ms for lists that took ${fixed(synced - listing, 0)} ms here: meeting it needs the lists` +
+      ' sent before the whole bundle has loaded (from a small first chunk, so that the API server works while' +
+      ' the rest compiles) or a faster machine.';
     return `${latencyWhy(line)}${split}${verdict}`;
   };
 

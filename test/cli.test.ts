@@ -8,7 +8,6 @@ import { fileURLToPath } from 'node:url';
 import { parseFlags } from '../src/cli/flags.ts';
 import { runConfig, startPaddock } from '../src/cli/run.ts';
 import { RUN_FLAGS } from '../src/cli/run-flags.ts';
-import { paddockListRequests } from '../src/controllers/cache-shapes.ts';
 import { KubeHttp } from '../src/runtime/kube-http.ts';
 import { createLogger } from '../src/runtime/log.ts';
 import { freePort, startControlPlane } from '../src/testenv/control-plane.ts';
@@ -213,31 +212,6 @@ describe('paddock run', () => {
       metrics.includes(`process_startup_step_seconds{step="ready"} ${at('ready') / 1000}\n`),
       'the same figure on /metrics',
     );
-    p.child.kill('SIGTERM');
-    assert.equal(await p.exited, 0);
-  });
-
-  test('run reads ahead: every first list and check goes out before the rest of the code has loaded, and each is taken', async (t) => {
-    if (!kubeconfig) return t.skip('needs the shared control plane of test/run.ts');
-    // No --install-crds (the lists would wait for the CRDs): they are installed for the whole run.
-    const p = await startRun();
-    await eventually('ready logged', async () => p.out().includes('"paddock ready"'));
-    const ready = JSON.parse(
-      p
-        .out()
-        .split('\n')
-        .find((l) => l.includes('"paddock ready"'))!,
-    ) as {
-      startupMs: Record<string, number>;
-      readAhead: { taken: number; untaken: string[]; notReadAhead: string[] };
-    };
-    assert.deepEqual(ready.readAhead.notReadAhead, [], 'every informer list was sent ahead');
-    assert.deepEqual(ready.readAhead.untaken, [], 'nothing was sent for nothing');
-    // The lists, /version and the API group (`--webhook-addr 0`: no webhook, whose reads would add three).
-    assert.equal(ready.readAhead.taken, paddockListRequests(ns.name).length + 2);
-    const at = (step: string) => ready.startupMs[step] as number;
-    assert.ok(at('reads sent ahead') < at('code loaded'), JSON.stringify(ready.startupMs));
-    assert.ok(!p.out().includes('differ from the informers'), 'no warning about the reads sent ahead');
     p.child.kill('SIGTERM');
     assert.equal(await p.exited, 0);
   });

@@ -1,8 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { CoreV1Api, type V1PersistentVolume } from '@kubernetes/client-node';
-import { LABEL_PENDING_CLEANUP } from '../src/controllers/constants.ts';
-import { boundToClaim, pvcStep, pvStep, VolumeRetentionReconcilers } from '../src/controllers/volumes.ts';
+import {
+  boundToClaim,
+  LABEL_PENDING_CLEANUP,
+  pvcStep,
+  pvStep,
+  VolumeRetentionReconcilers,
+} from '../src/controllers/volumes.ts';
 import { silentLogger } from '../src/runtime/log.ts';
 import { Manager } from '../src/runtime/manager.ts';
 import { componentLogLines, eventually, namespaceFixture } from './support/cluster.ts';

@@ -16,8 +16,7 @@ const COMMANDS: Record<
   },
   run: {
     summary: 'the paddock controller manager (controllers and admission webhooks)',
-    // A small first part sends the first lists, then loads the rest (run.ts).
-    load: async () => (await import('./run-read-ahead.ts')).runCommand,
+    load: async () => (await import('./run.ts')).runCommand,
   },
   'webhook-server': {
     summary: "the GitHub workflow_job webhook server for HRAs' scaleUpTriggers",

@@ -41,6 +41,7 @@ import {
   kubeRunnerPodCluster,
   loadOrCreateWebhookCertificates,
   MUTATE_RUNNER_POD_PATH,
+  readingAhead,
   runnerPodAdmissionHandler,
   runnerResourceAdmissionHandlers,
   WebhookCertificateRenewal,
@@ -50,7 +51,6 @@ import {
 import { type FlagValues, parseFlags, renderHelp, UsageError } from './flags.ts';
 import { type RunningGitHubWebhook, startGitHubWebhook } from './github-webhook.ts';
 import { RUN_FLAGS } from './run-flags.ts';
-import { API_GROUP_READ, type ReadAhead, readAheadReport, VERSION_READ } from './run-read-ahead.ts';
 import { StartupError } from './startup-error.ts';
 
 /** Everything `paddock run` needs, after flags and environment are read and checked. */
@@ -333,14 +333,14 @@ async function preflightChecks(
   credentialsChecked: Promise<string | undefined>,
 ): Promise<StartupError | undefined> {
   try {
-    await manager.http.request('GET', VERSION_READ.path, { timeoutMs: VERSION_READ.timeoutMs });
+    await manager.http.request('GET', '/version', { timeoutMs: 10_000 });
     manager.startup.mark('kubernetes api answered');
   } catch (err) {
     return new StartupError(`cannot reach the Kubernetes API at ${server}: ${toKubeError(err).message}`);
   }
   if (!config.installCrds) {
     try {
-      await manager.http.request('GET', API_GROUP_READ.path);
+      await manager.http.request('GET', '/apis/actions.summerwind.dev/v1alpha1');
       manager.startup.mark('crds found');
     } catch (err) {
       return new StartupError(
@@ -366,42 +366,23 @@ export async function startPaddock(
     handleSignals?: boolean;
     /** The start's steps so far (runCommand marks when paddock's code had loaded). */
     startup?: StartupTimeline;
-    /** The client and kubeconfig of reads sent before this code loaded (`paddock run`). */
-    readAhead?: ReadAhead;
   } = {},
 ): Promise<Paddock> {
   const log = deps.log ?? createLogger({ level: config.logLevel });
   const clock = deps.clock ?? realClock;
-  const kubeConfig = deps.readAhead?.kubeConfig ?? deps.kubeConfig ?? loadKubeConfig(config.kubeconfig);
+  const kubeConfig = deps.kubeConfig ?? loadKubeConfig(config.kubeconfig);
   const addresses = [
     ...new Set([config.metricsAddr, config.healthProbeAddr].filter((a): a is string => a !== undefined)),
   ];
-  const { readAhead } = deps;
   const manager = new Manager({
     kubeConfig,
-    ...(readAhead ? { http: readAhead.http } : {}),
     log,
     clock,
     ...(addresses.length > 0 ? { probeAddress: addresses } : {}),
     ...(config.leaderElection ? { leaderElection: config.leaderElection } : {}),
     handleSignals: deps.handleSignals ?? false,
     ...(deps.startup ? { startup: deps.startup } : {}),
-    onReady: () => {
-      const startupMs = Object.fromEntries(manager.startup.entries());
-      if (!readAhead) return log.info({ startupMs }, 'paddock ready');
-      const report = readAheadReport(
-        readAhead.keys,
-        manager.http.dropReadsAhead(),
-        manager.listRequests.map((l) => manager.http.readKey(l.path, l.query)),
-      );
-      log.info({ startupMs, readAhead: report }, 'paddock ready');
-      if (report.untaken.length > 0 || report.notReadAhead.length > 0) {
-        log.warn(
-          { untaken: report.untaken, notReadAhead: report.notReadAhead },
-          "the reads sent ahead at start-up differ from the informers' lists (a slower start, not a wrong cache)",
-        );
-      }
-    },
+    onReady: () => log.info({ startupMs: Object.fromEntries(manager.startup.entries()) }, 'paddock ready'),
   });
   const server = kubeConfig.getCurrentCluster()?.server ?? '(none)';
   const metrics = new GitHubMetrics(manager.metrics.registry);
@@ -630,10 +611,7 @@ async function startWebhook(
   const podConfiguration = `${DEFAULT_WEBHOOK_CONFIGURATION_NAME}${suffix}`;
   const resourceConfiguration = `${DEFAULT_RUNNER_RESOURCE_CONFIGURATION_NAME}${suffix}`;
   // Read while the certificates load: on a restart they are current and nothing is left to do.
-  for (const path of webhookConfigurationPaths(podConfiguration, resourceConfiguration)) {
-    manager.http.readAhead(path);
-  }
-  const kube = manager.http;
+  const kube = readingAhead(manager.http, webhookConfigurationPaths(podConfiguration, resourceConfiguration));
   const [certs, owner] = await Promise.all([
     loadCertificates(),
     ownerOfConfigurations(manager.http, config.webhook.ownerClusterRole),
@@ -743,39 +721,18 @@ export const RUN_SUMMARY =
   'checks, graceful unregistration, replacement of finished pods, forced deletion of pods on lost nodes),\n' +
   'PVC/PV retention and the admission webhooks. Every flag can also be set by its environment variable.';
 
-/** `paddock run` once run-read-ahead.ts has sent what it could (`readAhead`, if anything). */
-export async function runCommandAfterReadAhead(
-  argv: string[],
-  env: NodeJS.ProcessEnv,
-  readAhead: ReadAhead | undefined,
-): Promise<number> {
+export async function runCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const codeLoadedMs = performance.now();
-  let config: RunConfig;
-  try {
-    const { values, help } = parseFlags(RUN_FLAGS, argv, env);
-    if (help) {
-      process.stdout.write(renderHelp('run', RUN_SUMMARY, RUN_FLAGS));
-      readAhead?.http.close();
-      return 0;
-    }
-    config = runConfig(values);
-  } catch (err) {
-    // Its connections would keep the process from exiting with the message.
-    readAhead?.http.close();
-    throw err;
+  const { values, help } = parseFlags(RUN_FLAGS, argv, env);
+  if (help) {
+    process.stdout.write(renderHelp('run', RUN_SUMMARY, RUN_FLAGS));
+    return 0;
   }
+  const config = runConfig(values);
   const startup = new StartupTimeline();
   startup.mark('node.js bootstrapped', performance.nodeTiming.bootstrapComplete);
   startup.mark('code loaded', codeLoadedMs);
-  if (readAhead) {
-    startup.mark('reads sent ahead', readAhead.sentAtMs);
-    if (readAhead.onTheirWayAtMs !== undefined) startup.mark('reads on their way', readAhead.onTheirWayAtMs);
-  }
-  const paddock = await startPaddock(config, {
-    handleSignals: true,
-    startup,
-    ...(readAhead ? { readAhead } : {}),
-  });
+  const paddock = await startPaddock(config, { handleSignals: true, startup });
   await new Promise<void>(() => undefined); // runs until a signal stops the manager
   await paddock.stop();
   return 0;

@@ -1,8 +1,7 @@
-import { RESOURCES } from '../api/index.ts';
-import { type Informer, type ListRequest, listRequest } from '../runtime/informer.ts';
+import type { Informer } from '../runtime/informer.ts';
 import { InformerUnion } from '../runtime/informer-union.ts';
 import type { Manager } from '../runtime/manager.ts';
-import { PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, STATEFUL_SETS } from '../runtime/resources.ts';
+import { PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS } from '../runtime/resources.ts';
 import {
   CONTROLLER_UID_INDEX,
   defaultIndexers,
@@ -17,7 +16,6 @@ import {
   ENV_ORG,
   ENV_REPO,
   ENV_RUNNER_TOKEN,
-  LABEL_PENDING_CLEANUP,
   LABEL_RUNNER_STATEFULSET_NAME,
   RUNNER_CONTAINER,
   RUNNER_POD_SELECTORS,
@@ -165,21 +163,4 @@ export function runnerVolumeClaimInformer(manager: Manager, namespace?: string):
     ...(namespace ? { namespace } : {}),
     labelSelector: LABEL_RUNNER_STATEFULSET_NAME,
   });
-}
-
-/**
- * The first lists of every informer the controllers of `paddock run` make, for a namespace (or all):
- * sent ahead while the controllers' code loads. The start compares them with the informers the
- * controllers did make and says what differs (`paddock ready`'s `readAhead`), so a list added here
- * and not there, or there and not here, costs a wasted request or a slower start, never a wrong cache.
- */
-export function paddockListRequests(namespace?: string): ListRequest[] {
-  const ns = namespace ? { namespace } : {};
-  return [
-    ...RUNNER_POD_SELECTORS.map((labelSelector) => listRequest(PODS, { ...ns, labelSelector })),
-    listRequest(STATEFUL_SETS, ns),
-    listRequest(PERSISTENT_VOLUME_CLAIMS, { ...ns, labelSelector: LABEL_RUNNER_STATEFULSET_NAME }),
-    listRequest(PERSISTENT_VOLUMES, { labelSelector: LABEL_PENDING_CLEANUP }),
-    ...RESOURCES.map((r) => listRequest(r, ns)),
-  ];
 }

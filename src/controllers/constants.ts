@@ -9,8 +9,6 @@ export const LABEL_RUNNER_TEMPLATE_HASH = 'runner-template-hash';
 export const LABEL_INJECT_REGISTRATION_TOKEN = 'actions-runner-controller/inject-registration-token';
 /** On a RunnerSet's volume claims: the StatefulSet they were made for (volume retention). */
 export const LABEL_RUNNER_STATEFULSET_NAME = 'runner-statefulset-name';
-/** On a PV whose claim went with its StatefulSet: made Available again once Released (volume retention). */
-export const LABEL_PENDING_CLEANUP = 'pending-cleanup';
 
 /**
  * A pod is a runner pod when it carries any of these (the runner pod controller's filter, as ARC's):

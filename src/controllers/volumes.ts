@@ -13,13 +13,15 @@ import {
   type StatefulSetObject,
   statefulSetInformer,
 } from './cache-shapes.ts';
-import { LABEL_PENDING_CLEANUP, LABEL_RUNNER_STATEFULSET_NAME } from './constants.ts';
+import { LABEL_RUNNER_STATEFULSET_NAME } from './constants.ts';
 
 /**
  * PVC and PV retention (spec §3.9): when a runner's StatefulSet is gone, its volume claims are
  * deleted and their volumes made Available again, so the next runner can reuse a warm cache.
  * Unlike ARC, PVs without our label are left alone instead of being requeued every 10 s forever.
  */
+
+export const LABEL_PENDING_CLEANUP = 'pending-cleanup';
 
 type Pvc = PvcObject;
 interface Pv extends KubeObject {

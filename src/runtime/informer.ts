@@ -27,34 +27,6 @@ export function resourcePath(r: ResourceRef, namespace?: string, name?: string):
   return `${root}${ns}/${r.plural}${name ? `/${encodeURIComponent(name)}` : ''}`;
 }
 
-/** What an informer's list asks for (its first page), for a read ahead of the informer. */
-export interface ListRequest {
-  path: string;
-  query: Record<string, string | number | undefined>;
-}
-
-export const DEFAULT_LIST_PAGE_SIZE = 500;
-
-/** The first page of the list an informer with these options sends. */
-export function listRequest(
-  resource: ResourceRef,
-  opts: {
-    namespace?: string | undefined;
-    labelSelector?: string | undefined;
-    fieldSelector?: string | undefined;
-    pageSize?: number | undefined;
-  } = {},
-): ListRequest {
-  return {
-    path: resourcePath(resource, opts.namespace),
-    query: {
-      labelSelector: opts.labelSelector,
-      fieldSelector: opts.fieldSelector,
-      limit: opts.pageSize ?? DEFAULT_LIST_PAGE_SIZE,
-    },
-  };
-}
-
 export function apiVersionOf(r: ResourceRef): string {
   return r.group === '' ? r.version : `${r.group}/${r.version}`;
 }
@@ -312,20 +284,15 @@ export class Informer<T extends KubeObject = KubeObject> implements Watchable<T>
     return obj;
   }
 
-  /** The first page of this informer's list. */
-  get listRequest(): ListRequest {
-    return listRequest(this.resource, this.opts);
-  }
-
   private async list(stop: AbortSignal): Promise<void> {
-    const { path, query } = this.listRequest;
+    const path = resourcePath(this.resource, this.opts.namespace);
     const fresh = new Map<string, T>();
     let cont: string | undefined;
     let rv = '';
     do {
       const page: { metadata?: { resourceVersion?: string; continue?: string }; items?: T[] } =
         await this.opts.http.request('GET', path, {
-          query: { ...query, ...(cont ? { continue: cont } : {}) },
+          query: { ...this.query(), limit: this.opts.pageSize ?? 500, continue: cont },
           signal: stop,
         });
       for (const item of page.items ?? []) {

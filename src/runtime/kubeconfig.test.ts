@@ -367,8 +367,7 @@ describe('KubeHttp TLS', () => {
       created.count++;
       return original(options);
     };
-    // HTTP/1.1's pool (this server offers nothing else), where each connection is a TLS handshake.
-    const http = new KubeHttp(access, { http2: false });
+    const http = new KubeHttp(access);
     try {
       // In parallel, so that each opens its own connection.
       await Promise.all(Array.from({ length: 5 }, () => http.request('GET', '/version')));

@@ -5,7 +5,7 @@ import { Gauge } from 'prom-client';
 import { type Clock, realClock } from './clock.ts';
 import { Controller, type ControllerOptions } from './controller.ts';
 import { EventRecorder } from './events.ts';
-import { Informer, type InformerOptions, type ListRequest, type ResourceRef } from './informer.ts';
+import { Informer, type InformerOptions, type ResourceRef } from './informer.ts';
 import { type ClusterAccess, KubeHttp } from './kube-http.ts';
 import { type LeaderElectionTimings, LeaderElector } from './leader-election.ts';
 import { RuntimeMetrics } from './metrics.ts';
@@ -210,11 +210,6 @@ export class Manager {
 
   get allControllers(): readonly Controller[] {
     return this.controllers;
-  }
-
-  /** The first list of every informer made so far. */
-  get listRequests(): ListRequest[] {
-    return [...this.informers.values()].map((inf) => inf.listRequest);
   }
 
   /**

@@ -1,11 +1,10 @@
 import type * as Http from 'node:http';
-import type * as Http2 from 'node:http2';
 import type * as Https from 'node:https';
 import { createRequire } from 'node:module';
 import type * as Zlib from 'node:zlib';
 
 /**
- * node:http and node:https loaded with require() (node:zlib and node:http2 too, when first needed). An ESM `import`
+ * node:http and node:https loaded with require() (node:zlib too, when first needed). An ESM `import`
  * of node:http builds the module's ESM namespace, which reads every export, among them the lazy
  * `WebSocket` and `MessageEvent` getters: that loads undici, 30–50 ms of a cold start, for classes
  * paddock never uses. Type-only imports of these modules cost nothing.
@@ -18,9 +17,4 @@ let zlibModule: typeof Zlib | undefined;
 export function zlib(): typeof Zlib {
   zlibModule ??= require('node:zlib') as typeof Zlib;
   return zlibModule;
-}
-let http2Module: typeof Http2 | undefined;
-export function http2(): typeof Http2 {
-  http2Module ??= require('node:http2') as typeof Http2;
-  return http2Module;
 }

@@ -9,6 +9,7 @@ import {
   deleteRunnerPodWebhookConfiguration,
   deleteRunnerResourceWebhookConfigurations,
   holdsFields,
+  readingAhead,
   runnerPodWebhookConfiguration,
   runnerResourceWebhookConfiguration,
   webhookConfigurationPaths,
@@ -392,26 +393,28 @@ describe('Runner, RunnerReplicaSet and RunnerDeployment webhook configurations',
     assert.deepEqual(api.methods(), ['GET', 'GET'], 'a new CA is not written');
   });
 
-  test('webhookConfigurationPaths are the GETs the apply functions make (what run reads ahead)', async () => {
+  test('readingAhead: the GETs the apply functions make, sent at once and answered once', async () => {
     const api = new FakeConfigurationApi();
-    await Promise.all([
-      applyRunnerPodWebhookConfiguration(api.http, {
-        name: 'pods-ns1',
-        clientConfig: { url: 'https://x/y' },
-        caBundle: CA,
-      }),
-      applyRunnerResourceWebhookConfigurations(api.http, {
-        name: 'resources-ns1',
-        endpoint: { baseUrl: 'https://x' },
-        caBundle: CA,
-      }),
-    ]);
-    const gets = api.calls.filter((c) => c.method === 'GET').map((c) => c.path);
-    assert.deepEqual(gets.sort(), webhookConfigurationPaths('pods-ns1', 'resources-ns1').sort());
-    assert.ok(
-      api.calls.every((c) => c.method !== 'GET' || Object.keys(c.opts).length === 0),
-      'plain GETs, as a read ahead is taken',
-    );
+    const ahead = readingAhead(api.http, webhookConfigurationPaths('pods-ns1', 'resources-ns1'));
+    assert.deepEqual(api.methods(), ['GET', 'GET', 'GET'], 'sent before any apply');
+    const apply = () =>
+      Promise.all([
+        applyRunnerPodWebhookConfiguration(ahead, {
+          name: 'pods-ns1',
+          clientConfig: { url: 'https://x/y' },
+          caBundle: CA,
+        }),
+        applyRunnerResourceWebhookConfigurations(ahead, {
+          name: 'resources-ns1',
+          endpoint: { baseUrl: 'https://x' },
+          caBundle: CA,
+        }),
+      ]);
+    await apply();
+    assert.deepEqual(api.methods(), ['GET', 'GET', 'GET', 'PATCH', 'PATCH'], 'no GET again: the paths match');
+    api.calls.length = 0;
+    await apply();
+    assert.deepEqual(api.methods().sort(), ['GET', 'GET', 'GET'], 'later reads go to the server');
   });
 
   test('a failure other than NotFound on delete is reported', async () => {

@@ -185,7 +185,7 @@ export type KubeRequests = Pick<KubeHttp, 'request'>;
 
 /**
  * The paths the apply functions below GET for the configurations named `podName` and
- * `resourcesName`: read ahead (KubeHttp.readAhead), they need not wait for the CA.
+ * `resourcesName`: sent early with `readingAhead`, they need not wait for the CA.
  */
 export function webhookConfigurationPaths(podName: string, resourcesName: string): string[] {
   return [
@@ -193,6 +193,28 @@ export function webhookConfigurationPaths(podName: string, resourcesName: string
     configurationPath(VALIDATING_BASE, resourcesName),
     configurationPath(BASE, resourcesName),
   ];
+}
+
+/**
+ * `http`, with the GETs of `paths` sent now: the first GET of each is answered from that request,
+ * any other request goes to the server when made. At start-up the configurations can be read while
+ * the certificates load, so that a restart has nothing left to do once they have.
+ */
+export function readingAhead(http: KubeRequests, paths: readonly string[]): KubeRequests {
+  const early = new Map<string, Promise<unknown>>();
+  for (const path of paths) {
+    const read = http.request('GET', path);
+    read.catch(() => undefined); // handled by the request that takes it, if any
+    early.set(path, read);
+  }
+  return {
+    request: ((method: string, path: string, opts?: object) => {
+      const read = method === 'GET' && opts === undefined ? early.get(path) : undefined;
+      if (!read) return http.request(method as never, path, opts as never);
+      early.delete(path);
+      return read;
+    }) as KubeHttp['request'],
+  };
 }
 
 /** Creates or updates the configuration (server-side apply, forcing our fields) unless it is current. */

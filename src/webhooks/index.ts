@@ -29,6 +29,7 @@ export {
   deleteRunnerPodWebhookConfiguration,
   deleteRunnerResourceWebhookConfigurations,
   RUNNER_POD_WEBHOOK_NAME,
+  readingAhead,
   runnerPodWebhookConfiguration,
   runnerResourceWebhookConfiguration,
   webhookConfigurationPaths,
