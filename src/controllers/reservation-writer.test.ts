@@ -31,6 +31,7 @@ function fakeApi(opts: { maxReplicas?: number } = {}) {
     },
     edit() {
       hra!.metadata.generation = (hra!.metadata.generation ?? 0) + 1;
+      hra!.metadata.resourceVersion = String(Number(hra!.metadata.resourceVersion) + 1);
     },
     remove() {
       hra = undefined;
@@ -59,6 +60,7 @@ function fakeApi(opts: { maxReplicas?: number } = {}) {
       }
       hra.spec.capacityReservations = ops.find((x) => x.op === 'add')!.value as never;
       hra.metadata.generation = (hra.metadata.generation ?? 0) + 1;
+      hra.metadata.resourceVersion = String(Number(hra.metadata.resourceVersion) + 1);
       return structuredClone(hra);
     },
   } as unknown as KubeHttp;
@@ -208,8 +210,9 @@ describe('ReservationWriter with an informer cache', () => {
     api.object!.metadata.uid = 'new';
     api.object!.spec.capacityReservations = [];
     api.edit();
-    cache.set(structuredClone({ ...api.object!, metadata: { ...api.object!.metadata, generation: 1 } }));
     api.object!.metadata.generation = 1;
+    api.object!.metadata.resourceVersion = '1';
+    cache.set(structuredClone(api.object!));
     w.add(target, q(2));
     await w.idle();
     assert.deepEqual(

@@ -6,6 +6,7 @@ import { isInvalid, isNotFound, toKubeError } from '../runtime/errors.ts';
 import type { KubeHttp } from '../runtime/kube-http.ts';
 import { jsonPatch, objectPath } from '../runtime/objects.ts';
 import type { Store } from '../runtime/store.ts';
+import { WrittenObjects } from '../runtime/written.ts';
 import {
   type JobOp,
   planReservations,
@@ -58,11 +59,11 @@ export class ReservationWriter {
   private readonly limit: number;
   private readonly hras = new Map<string, HraState>();
   /**
-   * The answer to our last patch of each HRA, newer than the cache until the watch catches up. It
-   * outlives the HRA's queue: a delivery that comes after the queue emptied must not be planned
-   * on a cache that has not seen our write yet (a release would be judged "unchanged" and lost).
+   * The answer to our last patch of each HRA, until the cache has caught up with it. It outlives
+   * the HRA's queue: a delivery that comes after the queue emptied must not be planned on a cache
+   * that has not seen our write yet (a release would be judged "unchanged" and lost).
    */
-  private readonly written = new Map<string, HorizontalRunnerAutoscaler>();
+  private readonly written = new WrittenObjects<HorizontalRunnerAutoscaler>();
   private readonly completed = new Map<number, number>();
   private queued = 0;
   private stopped = false;
@@ -178,11 +179,7 @@ export class ReservationWriter {
       void this.flush(key, state);
       return;
     }
-    if (state.pending.length === 0 && !state.retry) {
-      this.hras.delete(key);
-      // Without a cache the next delivery reads the API server, which is fresher than our answer.
-      if (!this.opts.cache) this.written.delete(key);
-    }
+    if (state.pending.length === 0 && !state.retry) this.hras.delete(key);
     this.wakeIdle();
   }
 
@@ -222,7 +219,7 @@ export class ReservationWriter {
             { op: 'add', path: '/spec/capacityReservations', value: next.map(reservationToSpec) },
           ],
         );
-        this.written.set(key, answer);
+        this.written.remember(answer);
         this.writes?.inc({ result: 'written' });
         log.debug({ reservations: next.length, jobs: ops.length }, 'wrote capacity reservations');
         return;
@@ -245,32 +242,24 @@ export class ReservationWriter {
           return;
         }
         this.writes?.inc({ result: 'conflict' });
-        this.written.delete(key);
+        this.written.forget(key);
         hra = undefined;
       }
     }
   }
 
   private gone(key: string, ops: JobOp[], log: Logger): void {
-    this.written.delete(key);
+    this.written.forget(key);
     this.writes?.inc({ result: 'gone' });
     log.info({ jobs: ops.length }, 'horizontalrunnerautoscaler is gone; its deliveries are dropped');
   }
 
-  /** Our own last write or the cache, whichever has seen more of the spec. */
+  /**
+   * Our own last write or the cache, whichever is newer; without a cache (tests) nothing, so the
+   * API server is read.
+   */
   private freshest(key: string): HorizontalRunnerAutoscaler | undefined {
-    const cached = this.opts.cache?.get(key);
-    const written = this.written.get(key);
-    if (!written) return cached;
-    if (!cached) return written;
-    // (A different uid: the HRA was deleted and made again; our answer was about the old one.)
-    if (
-      cached.metadata.uid === written.metadata.uid &&
-      (cached.metadata.generation ?? 0) < (written.metadata.generation ?? 0)
-    )
-      return written;
-    this.written.delete(key);
-    return cached;
+    return this.written.newest(key, this.opts.cache?.get(key));
   }
 }
 
