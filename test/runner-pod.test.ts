@@ -247,13 +247,16 @@ describe('runner pod controller', { concurrency: true }, () => {
       await new Promise((r) => setTimeout(r, 250));
     }
     const lists = listsOfScope() - listsBefore;
+    // At least 4 s: on a loaded machine the last round of reads can run past it.
+    const seconds = (Date.now() - t0) / 1000;
     for (const n of names) {
       const distinct = checks.get(n)?.size ?? 0;
-      // 4 s with a 1.5 s interval (+ jitter): at most 4 checks, second-resolution timestamps.
-      assert.ok(distinct <= 4, `${n}: ${distinct} checks`);
+      // A 1.5 s interval (+ jitter): 4 checks at most in 4 s, second-resolution timestamps.
+      assert.ok(distinct <= Math.floor(seconds / 1.5) + 2, `${n}: ${distinct} checks in ${seconds} s`);
     }
-    // One list per registry refresh (1 s max-age), however many pods look their runner up.
-    assert.ok(lists <= 7, `${lists} list calls for 8 pods in 4 s`);
+    // One list per registry refresh (1 s max-age), however many pods look their runner up (7 in 4
+    // s); a lookup per pod and check would be about 8 × seconds / 1.5.
+    assert.ok(lists <= Math.floor(seconds) + 3, `${lists} list calls for 8 pods in ${seconds} s`);
   });
 
   test('a pod whose runner never registers is replaced after the registration timeout', async () => {

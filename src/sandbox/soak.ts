@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNERS } from '../api/index.ts';
 import { resourcePath } from '../runtime/informer.ts';
+import { DEFAULT_TIMINGS } from '../runtime/leader-election.ts';
 import { mergePatch } from '../runtime/objects.ts';
 import { PODS } from '../runtime/resources.ts';
 import type { KubeObject } from '../runtime/store.ts';
@@ -16,9 +17,14 @@ import { drainAnnotations, SAMPLE_NAME, SANDBOX_NAMESPACE, SANDBOX_ORG, Sandbox 
 import { InvariantMonitor, type Violation } from './soak-invariants.ts';
 import { FAULT_KINDS, type FaultKind, faultSchedule, type ScheduledFault } from './soak-schedule.ts';
 
-/** paddock's leader election timings (src/runtime/leader-election.ts defaults). */
-const LEASE_DURATION_MS = 15_000;
-const RENEW_DEADLINE_MS = 10_000;
+/**
+ * How long a leader's death may take to be noticed by a successor that acts, with paddock's
+ * timings: the successor takes the Lease once the change it last saw has gone a lease duration
+ * unrenewed, and it saw that change, and tries again, a retry period (jittered by up to 20 %)
+ * apart; the renew deadline is left for a start on a loaded machine.
+ */
+const TAKEOVER_BOUND_MS =
+  DEFAULT_TIMINGS.leaseDurationMs + DEFAULT_TIMINGS.renewDeadlineMs + 2 * 1.2 * DEFAULT_TIMINGS.retryPeriodMs;
 /** GitHub fails a job whose runner stopped answering after some minutes; shorter here. */
 const LOST_RUNNER_JOB_TIMEOUT_MS = 90_000;
 
@@ -137,7 +143,7 @@ export class Soak {
     this.monitor = new InvariantMonitor({
       forceDeleteTimeoutMs: this.forceDeleteMs,
       replacementBoundMs: opts.replacementBoundMs ?? 60_000,
-      takeoverBoundMs: LEASE_DURATION_MS + RENEW_DEADLINE_MS,
+      takeoverBoundMs: TAKEOVER_BOUND_MS,
       memoryGrowthMiBPerHour: 20,
       memoryTrendMinSpanMs: 15 * 60_000,
     });
