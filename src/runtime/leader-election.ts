@@ -33,6 +33,9 @@ export interface LeaderElectionTimings {
   retryPeriodMs: number;
 }
 
+/** A candidate waits its retry period plus up to this share of it (client-go's jitter). */
+export const RETRY_JITTER = 0.2;
+
 export const DEFAULT_TIMINGS: LeaderElectionTimings = {
   leaseDurationMs: 15_000,
   renewDeadlineMs: 10_000,
@@ -252,8 +255,8 @@ export class LeaderElector {
         case 'retry':
           break;
       }
-      // client-go jitters the retry period by up to 20 % while not leading.
-      const jitter = this.leading ? 0 : Math.random() * 0.2 * retryPeriodMs;
+      // Jittered only while not leading, as client-go does.
+      const jitter = this.leading ? 0 : Math.random() * RETRY_JITTER * retryPeriodMs;
       await clock.sleep(retryPeriodMs + jitter, this.campaign.signal).catch(() => undefined);
     }
   }

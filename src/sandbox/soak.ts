@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { HORIZONTAL_RUNNER_AUTOSCALERS, RUNNER_DEPLOYMENTS, RUNNERS } from '../api/index.ts';
 import { resourcePath } from '../runtime/informer.ts';
-import { DEFAULT_TIMINGS } from '../runtime/leader-election.ts';
+import { DEFAULT_TIMINGS, RETRY_JITTER } from '../runtime/leader-election.ts';
 import { mergePatch } from '../runtime/objects.ts';
 import { PODS } from '../runtime/resources.ts';
 import type { KubeObject } from '../runtime/store.ts';
@@ -18,13 +18,15 @@ import { InvariantMonitor, type Violation } from './soak-invariants.ts';
 import { FAULT_KINDS, type FaultKind, faultSchedule, type ScheduledFault } from './soak-schedule.ts';
 
 /**
- * How long a leader's death may take to be noticed by a successor that acts, with paddock's
- * timings: the successor takes the Lease once the change it last saw has gone a lease duration
- * unrenewed, and it saw that change, and tries again, a retry period (jittered by up to 20 %)
- * apart; the renew deadline is left for a start on a loaded machine.
+ * The longest a successor may take to act after the leader dies: the Lease must go a lease
+ * duration without a change the successor has seen, and the successor sees a change, and tries to
+ * take the Lease, one jittered retry period late at most; the renew deadline is slack for a start
+ * on a loaded machine.
  */
 const TAKEOVER_BOUND_MS =
-  DEFAULT_TIMINGS.leaseDurationMs + DEFAULT_TIMINGS.renewDeadlineMs + 2 * 1.2 * DEFAULT_TIMINGS.retryPeriodMs;
+  DEFAULT_TIMINGS.leaseDurationMs +
+  DEFAULT_TIMINGS.renewDeadlineMs +
+  2 * (1 + RETRY_JITTER) * DEFAULT_TIMINGS.retryPeriodMs;
 /** GitHub fails a job whose runner stopped answering after some minutes; shorter here. */
 const LOST_RUNNER_JOB_TIMEOUT_MS = 90_000;
 
