@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { bundleDist, STUBBED } from './bundle.ts';
+import { bundleDist, STUBBED, STUBBED_FILES } from './bundle.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -85,9 +85,15 @@ describe('the bundle (npm run build)', () => {
           'current-context': 'x',
         }),
       );
+      // The built-ins the process loaded, written as it exits.
+      const loaded = path.join(dir, 'loaded-builtins.json');
+      const record = `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(loaded)}, JSON.stringify(process.moduleLoadList)));`;
+      await writeFile(path.join(dir, 'record-builtins.cjs'), record);
       const child = spawn(
         process.execPath,
         [
+          '--require',
+          path.join(dir, 'record-builtins.cjs'),
           path.join(dir, 'bin', 'paddock.js'),
           'run',
           '--install-crds',
@@ -115,6 +121,14 @@ describe('the bundle (npm run build)', () => {
         ),
         JSON.stringify(seen),
       );
+      // prom-client's Pushgateway is stubbed, exec plugins load child_process on demand: a start with
+      // a token pays for neither.
+      const builtins = (JSON.parse(await readFile(loaded, 'utf8')) as string[])
+        .filter((m) => m.startsWith('NativeModule '))
+        .map((m) => m.slice('NativeModule '.length));
+      assert.ok(builtins.includes('https'), 'the recorded list is the process’s');
+      for (const unused of ['zlib', 'child_process'])
+        assert.ok(!builtins.includes(unused), `${unused} is loaded`);
     } finally {
       api.closeAllConnections();
       await new Promise((resolve) => api.close(resolve));
@@ -147,6 +161,22 @@ describe('the bundle (npm run build)', () => {
     for (const name of Object.keys(STUBBED)) {
       assert.doesNotMatch(text, new RegExp(`^// node_modules/${name}/`, 'm'), `${name} is bundled`);
     }
+    for (const file of Object.keys(STUBBED_FILES)) {
+      assert.doesNotMatch(
+        text,
+        new RegExp(`^// node_modules/${file.replace(/[/.]/g, '\\$&')}$`, 'm'),
+        `${file} is bundled`,
+      );
+    }
+    assert.match(
+      text,
+      /^\/\/ hack\/bundle-stubs\/prom-client-pushgateway\.cjs$/m,
+      'the file stub is bundled in its place',
+    );
+    const Pushgateway = createRequire(import.meta.url)(
+      './bundle-stubs/prom-client-pushgateway.cjs',
+    ) as new () => unknown;
+    assert.throws(() => new Pushgateway(), /not bundled with paddock/);
     assert.match(
       text,
       /^\/\/ hack\/bundle-stubs\/opentelemetry-api\.cjs$/m,

@@ -37,14 +37,32 @@ export const STUBBED: Readonly<Record<string, string>> = {
   '@opentelemetry/api': 'opentelemetry-api.cjs',
 };
 
+/**
+ * Files inside a package replaced by a stub, by their path under node_modules/. prom-client's index
+ * loads its Pushgateway client at load time, and with it `zlib`; paddock pushes no metrics.
+ */
+export const STUBBED_FILES: Readonly<Record<string, string>> = {
+  'prom-client/lib/pushgateway.js': 'prom-client-pushgateway.cjs',
+};
+
 function stubs(root: string): Plugin {
   const names = Object.keys(STUBBED).map((n) => n.replace(/[/.]/g, '\\$&'));
+  const stub = (file: string) => path.join(root, 'hack', 'bundle-stubs', file);
   return {
     name: 'paddock-stubs',
     setup(b) {
       b.onResolve({ filter: new RegExp(`^(${names.join('|')})$`) }, (args) => ({
-        path: path.join(root, 'hack', 'bundle-stubs', STUBBED[args.path] as string),
+        path: stub(STUBBED[args.path] as string),
       }));
+      // Relative requires inside a package: resolved against their importer, then looked up.
+      b.onResolve({ filter: /^\.\.?\// }, (args) => {
+        if (!args.importer.includes(`${path.sep}node_modules${path.sep}`)) return undefined;
+        const resolved = path.resolve(path.dirname(args.importer), args.path).split(path.sep).join('/');
+        // After the last node_modules/: node_modules may be a link, or nested.
+        const under = resolved.slice(resolved.lastIndexOf('/node_modules/') + '/node_modules/'.length);
+        const file = STUBBED_FILES[under] ?? STUBBED_FILES[`${under}.js`];
+        return file ? { path: stub(file) } : undefined;
+      });
     },
   };
 }

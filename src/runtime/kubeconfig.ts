@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import type https from 'node:https';
@@ -292,6 +291,9 @@ class ExecPlugin {
     const env: NodeJS.ProcessEnv = { ...this.env };
     for (const e of this.spec.env) env[e.name] = e.value;
     env.KUBERNETES_EXEC_INFO = this.execInfo;
+    // Loaded on the first run: most kubeconfigs (in-cluster, tokens, certificates) run no plugin, and
+    // child_process is otherwise paid at every start.
+    const { spawn } = await import('node:child_process');
     const { code, signal, stdout, stderr, spawnError, timedOut, overflow } = await new Promise<{
       code: number | null;
       signal: NodeJS.Signals | null;
