@@ -1,5 +1,6 @@
 import type { Agent, ClientRequest, IncomingMessage } from 'node:http';
 import type { RequestOptions as HttpsRequestOptions } from 'node:https';
+import type { Socket } from 'node:net';
 import readline from 'node:readline';
 import tls from 'node:tls';
 import { KubeError, kubeErrorFromResponse } from './errors.ts';
@@ -63,6 +64,16 @@ export interface WatchLine {
  */
 export const MAX_REQUEST_CONNECTIONS = 16;
 
+/**
+ * How long requests wait for the first TLS connection's session before opening full handshakes of
+ * their own. A start sends a dozen requests at once (the informers' lists, the checks); with a
+ * session they resume it, which skips both certificate exchanges: the client certificate's signature
+ * and the server chain's verification on paddock's thread, the server's signature on the API server's.
+ * The wait is one handshake, a few ms on a cluster network; the bound keeps a slow first one from
+ * holding the rest back.
+ */
+export const FIRST_SESSION_WAIT_MS = 250;
+
 export class KubeHttp {
   private readonly kc: ClusterAccess;
   private readonly server: URL;
@@ -76,6 +87,19 @@ export class KubeHttp {
     key: HttpsRequestOptions['key'];
     context: tls.SecureContext;
   };
+  /**
+   * The newest TLS session the server gave a connection made with `context`, offered by every new
+   * connection (request or watch) made with the same context. A new context (rotated credentials)
+   * starts over: a resumed session keeps the identity of the certificate that began it.
+   */
+  private tlsSession?: {
+    context: tls.SecureContext;
+    session?: Buffer | undefined;
+    /** Settles once the leading connection has a session or ended without one. */
+    first?: Promise<void>;
+    waitForFirst: boolean;
+  };
+  private readonly watchedSockets = new WeakSet<Socket>();
 
   constructor(kc: ClusterAccess) {
     this.kc = kc;
@@ -135,6 +159,7 @@ export class KubeHttp {
     agent: Agent,
   ): Promise<{ res: IncomingMessage; req: ClientRequest }> {
     const base = await this.baseOptions();
+    const resume = base.secureContext ? await this.sessionFor(base.secureContext) : undefined;
     const u = this.url(path, opts.query);
     const body =
       opts.body === undefined
@@ -162,10 +187,16 @@ export class KubeHttp {
           port: u.port,
           path: u.pathname + u.search,
           headers,
+          ...(resume?.session ? { session: resume.session } : {}),
           ...(opts.signal ? { signal: opts.signal } : {}),
         },
         (res) => resolve({ res, req }),
       );
+      if (resume) {
+        req.once('socket', (socket) => this.keepSessions(socket, resume));
+        // Failed before it had a connection: the others need not wait for it.
+        if (resume.lead) req.once('close', resume.lead);
+      }
       if (opts.timeoutMs) {
         req.setTimeout(opts.timeoutMs, () =>
           req.destroy(new Error(`request timed out after ${opts.timeoutMs} ms`)),
@@ -177,6 +208,55 @@ export class KubeHttp {
       if (body !== undefined) req.write(body);
       req.end();
     });
+  }
+
+  /**
+   * The session a new connection made with `context` should offer. While none is known, the first
+   * caller leads (`lead` is set: it is called once its connection has a session, or ended without
+   * one) and the others wait up to FIRST_SESSION_WAIT_MS for it. A server that gives no sessions is
+   * not waited for again.
+   */
+  private async sessionFor(context: tls.SecureContext): Promise<SessionUse> {
+    let held = this.tlsSession;
+    if (held?.context !== context) held = this.tlsSession = { context, waitForFirst: true };
+    if (!held.session && held.first && held.waitForFirst) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        held.first,
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, FIRST_SESSION_WAIT_MS);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+    if (held.session || held.first) return { context, session: held.session };
+    const state = held;
+    let done!: () => void;
+    state.first = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    return {
+      context,
+      session: undefined,
+      lead: () => {
+        if (!state.session) state.waitForFirst = false;
+        done();
+      },
+    };
+  }
+
+  /** Keeps the sessions a new connection receives, for the connections after it. */
+  private keepSessions(socket: Socket, use: SessionUse): void {
+    if (this.watchedSockets.has(socket)) {
+      use.lead?.(); // a pooled connection: its sessions are kept already
+      return;
+    }
+    this.watchedSockets.add(socket);
+    socket.on('session', (session: Buffer) => {
+      if (this.tlsSession?.context === use.context) this.tlsSession.session = session;
+      use.lead?.();
+    });
+    if (use.lead) socket.once('close', use.lead);
   }
 
   /** One request; resolves with the decoded JSON body, throws KubeError for non-2xx. */
@@ -250,6 +330,13 @@ export class KubeHttp {
     this.requestAgent.destroy();
     this.watchAgent.destroy();
   }
+}
+
+/** What one request does about TLS sessions (KubeHttp.sessionFor). */
+interface SessionUse {
+  context: tls.SecureContext;
+  session: Buffer | undefined;
+  lead?: () => void;
 }
 
 type Pem = string | Buffer | (string | Buffer | tls.KeyObject)[] | tls.KeyObject[] | undefined;
