@@ -122,6 +122,10 @@ describe('KubeHttp TLS sessions', () => {
         new AbortController().signal,
       );
       assert.deepEqual(lines, ['ADDED']);
+      // The pool keeps its connections: a second burst opens none.
+      const opened = handshakes.length;
+      await Promise.all(paths.map((p) => client.request('GET', p)));
+      assert.equal(handshakes.length, opened, JSON.stringify(handshakes));
       assert.ok(handshakes.length >= 3, `the burst used several connections (${handshakes.length})`);
       assert.equal(handshakes.filter((h) => !h.resumed).length, 1, JSON.stringify(handshakes));
       assert.deepEqual(new Set(handshakes.map((h) => h.clientCN)), new Set(['burst']));

@@ -108,8 +108,12 @@ export class KubeHttp {
     this.server = new URL(cluster.server);
     this.transport = this.server.protocol === 'http:' ? http : https;
     const Agent = this.server.protocol === 'http:' ? http.Agent : https.Agent;
-    this.requestAgent = new Agent({ keepAlive: true, maxSockets: MAX_REQUEST_CONNECTIONS });
-    this.watchAgent = new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
+    this.requestAgent = this.offerSessions(
+      new Agent({ keepAlive: true, maxSockets: MAX_REQUEST_CONNECTIONS }),
+    );
+    this.watchAgent = this.offerSessions(
+      new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY }),
+    );
   }
 
   get serverUrl(): string {
@@ -187,7 +191,6 @@ export class KubeHttp {
           port: u.port,
           path: u.pathname + u.search,
           headers,
-          ...(resume?.session ? { session: resume.session } : {}),
           ...(opts.signal ? { signal: opts.signal } : {}),
         },
         (res) => resolve({ res, req }),
@@ -211,10 +214,10 @@ export class KubeHttp {
   }
 
   /**
-   * The session a new connection made with `context` should offer. While none is known, the first
-   * caller leads (`lead` is set: it is called once its connection has a session, or ended without
-   * one) and the others wait up to FIRST_SESSION_WAIT_MS for it. A server that gives no sessions is
-   * not waited for again.
+   * Before a request with `context`: while no session is kept for it, the first caller leads (`lead`
+   * is set: called once its connection has a session, or ended without one) and the others wait up
+   * to FIRST_SESSION_WAIT_MS for it, so that their connections can resume it (offerSessions). A
+   * server that gives no sessions is not waited for again.
    */
   private async sessionFor(context: tls.SecureContext): Promise<SessionUse> {
     let held = this.tlsSession;
@@ -229,7 +232,7 @@ export class KubeHttp {
       ]);
       clearTimeout(timer);
     }
-    if (held.session || held.first) return { context, session: held.session };
+    if (held.session || held.first) return { context };
     const state = held;
     let done!: () => void;
     state.first = new Promise<void>((resolve) => {
@@ -237,12 +240,26 @@ export class KubeHttp {
     });
     return {
       context,
-      session: undefined,
       lead: () => {
         if (!state.session) state.waitForFirst = false;
         done();
       },
     };
+  }
+
+  /**
+   * Makes `agent`'s new connections offer the session kept for their TLS context. Not a `session`
+   * request option: the agent names its pools by their options, the session among them, so every
+   * new session would start a pool of its own and strand the connections of the last.
+   */
+  private offerSessions(agent: Agent): Agent {
+    const create = agent.createConnection.bind(agent) as (...args: unknown[]) => unknown;
+    agent.createConnection = ((options: tls.ConnectionOptions, ...rest: unknown[]) => {
+      const held = this.tlsSession;
+      const session = held && held.context === options.secureContext ? held.session : undefined;
+      return create(session ? { ...options, session } : options, ...rest);
+    }) as Agent['createConnection'];
+    return agent;
   }
 
   /** Keeps the sessions a new connection receives, for the connections after it. */
@@ -335,7 +352,7 @@ export class KubeHttp {
 /** What one request does about TLS sessions (KubeHttp.sessionFor). */
 interface SessionUse {
   context: tls.SecureContext;
-  session: Buffer | undefined;
+  /** Set for the request whose connection the others wait for. */
   lead?: () => void;
 }
 
