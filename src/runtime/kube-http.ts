@@ -163,7 +163,7 @@ export class KubeHttp {
     agent: Agent,
   ): Promise<{ res: IncomingMessage; req: ClientRequest }> {
     const base = await this.baseOptions();
-    const resume = base.secureContext ? await this.sessionFor(base.secureContext) : undefined;
+    const resume = base.secureContext ? await this.waitForFirstSession(base.secureContext) : undefined;
     const u = this.url(path, opts.query);
     const body =
       opts.body === undefined
@@ -219,7 +219,7 @@ export class KubeHttp {
    * to FIRST_SESSION_WAIT_MS for it, so that their connections can resume it (offerSessions). A
    * server that gives no sessions is not waited for again.
    */
-  private async sessionFor(context: tls.SecureContext): Promise<SessionUse> {
+  private async waitForFirstSession(context: tls.SecureContext): Promise<SessionUse> {
     let held = this.tlsSession;
     if (held?.context !== context) held = this.tlsSession = { context, waitForFirst: true };
     if (!held.session && held.first && held.waitForFirst) {
@@ -349,7 +349,7 @@ export class KubeHttp {
   }
 }
 
-/** What one request does about TLS sessions (KubeHttp.sessionFor). */
+/** What one request does about TLS sessions (KubeHttp.waitForFirstSession). */
 interface SessionUse {
   context: tls.SecureContext;
   /** Set for the request whose connection the others wait for. */
