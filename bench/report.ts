@@ -73,9 +73,16 @@ const latencyWhy = (line: Line): string => {
     typeof line.loadAverage1m === 'number' &&
     typeof line.cpus === 'number' &&
     line.loadAverage1m < line.cpus / 2;
+  // make bench runs one benchmark at a time: a load beyond the cores is the benchmark's own processes.
+  const saturated =
+    typeof line.loadAverage1m === 'number' &&
+    typeof line.cpus === 'number' &&
+    line.loadAverage1m >= line.cpus;
   const advice = quiet
     ? " The machine was quiet, so the time is paddock's own: `--profile` writes the CPU profile that shows where it goes."
-    : ' A latency target is only meaningful on a quiet machine: rerun this benchmark alone (`make bench ARGS="--only …"`), with `--profile` for the CPU profile.';
+    : saturated
+      ? " At this size the benchmark's own processes (kube-apiserver, etcd, the simulated fleet and its GitHub double) ask for more CPU than the machine has, so the tail is as much their queueing as paddock's, and rerunning it alone does not make the machine quiet; more cores, or the control plane on another machine, would separate the two."
+      : ' A latency target is only meaningful on a quiet machine: rerun this benchmark alone (`make bench ARGS="--only …"`), with `--profile` for the CPU profile.';
   return `${load}${cpu}${samples}${advice}`.trim();
 };
 
